@@ -1,0 +1,792 @@
+//! Typed broker and topic configuration with Kafka's names, defaults and units.
+//!
+//! Every topic config has a broker-level synonym (`segment.bytes` <- `log.segment.bytes`), so a
+//! topic's effective value comes from, in order: the topic's own override, the broker's setting,
+//! Kafka's default. `ConfigSource` records which, as DescribeConfigs reports it.
+
+use std::collections::BTreeMap;
+
+/// A config value that failed to parse or validate; names the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?} for config '{key}': {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Where an effective config value came from (Kafka's DescribeConfigs `config_source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on the topic itself (DYNAMIC_TOPIC_CONFIG = 1).
+    Topic = 1,
+    /// Set in the broker's static config (STATIC_BROKER_CONFIG = 4).
+    StaticBroker = 4,
+    /// Kafka's default (DEFAULT_CONFIG = 5).
+    Default = 5,
+}
+
+/// The type of a config value, as DescribeConfigs v3+ reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+    Class = 8,
+    Password = 9,
+}
+
+/// The definition of one config key.
+#[derive(Debug)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    /// The broker-level key that sets this topic config's default, if any.
+    pub broker_synonym: Option<&'static str>,
+    pub default: &'static str,
+    pub kind: ConfigType,
+    pub doc: &'static str,
+    /// Whether a topic may override it (topic configs); false for broker-only keys.
+    pub topic: bool,
+}
+
+const fn topic(
+    name: &'static str,
+    synonym: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        broker_synonym: Some(synonym),
+        default,
+        kind,
+        doc,
+        topic: true,
+    }
+}
+
+const fn broker(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        broker_synonym: None,
+        default,
+        kind,
+        doc,
+        topic: false,
+    }
+}
+
+const I64_MAX: &str = "9223372036854775807";
+
+/// Every topic-level config Moldau understands, with Kafka's defaults.
+pub static TOPIC_CONFIGS: &[ConfigDef] = &[
+    topic(
+        "cleanup.policy",
+        "log.cleanup.policy",
+        "delete",
+        ConfigType::List,
+        "delete, compact, or compact,delete",
+    ),
+    topic(
+        "compression.type",
+        "compression.type",
+        "producer",
+        ConfigType::String,
+        "producer keeps the producer's codec",
+    ),
+    topic(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        "86400000",
+        ConfigType::Long,
+        "how long tombstones survive compaction",
+    ),
+    topic(
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        "60000",
+        ConfigType::Long,
+        "delay before a deleted segment's files are removed",
+    ),
+    topic(
+        "flush.messages",
+        "log.flush.interval.messages",
+        I64_MAX,
+        ConfigType::Long,
+        "fsync after this many messages",
+    ),
+    topic(
+        "flush.ms",
+        "log.flush.interval.ms",
+        I64_MAX,
+        ConfigType::Long,
+        "fsync after this many milliseconds",
+    ),
+    topic(
+        "index.interval.bytes",
+        "log.index.interval.bytes",
+        "4096",
+        ConfigType::Int,
+        "bytes between offset index entries",
+    ),
+    topic(
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        I64_MAX,
+        ConfigType::Long,
+        "max time a record stays uncompacted",
+    ),
+    topic(
+        "max.message.bytes",
+        "message.max.bytes",
+        "1048588",
+        ConfigType::Int,
+        "largest record batch accepted",
+    ),
+    topic(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "3600000",
+        ConfigType::Long,
+        "how far in the future a CreateTime may be",
+    ),
+    topic(
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        I64_MAX,
+        ConfigType::Long,
+        "how far in the past a CreateTime may be",
+    ),
+    topic(
+        "message.timestamp.type",
+        "log.message.timestamp.type",
+        "CreateTime",
+        ConfigType::String,
+        "CreateTime or LogAppendTime",
+    ),
+    topic(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        "0.5",
+        ConfigType::Double,
+        "dirty ratio that triggers compaction",
+    ),
+    topic(
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        "0",
+        ConfigType::Long,
+        "min time a record stays uncompacted",
+    ),
+    topic(
+        "min.insync.replicas",
+        "min.insync.replicas",
+        "1",
+        ConfigType::Int,
+        "replicas that must ack an acks=all write",
+    ),
+    topic(
+        "preallocate",
+        "log.preallocate",
+        "false",
+        ConfigType::Boolean,
+        "preallocate segment files",
+    ),
+    topic(
+        "retention.bytes",
+        "log.retention.bytes",
+        "-1",
+        ConfigType::Long,
+        "max partition size before old segments are deleted; -1 = unlimited",
+    ),
+    topic(
+        "retention.ms",
+        "log.retention.ms",
+        "604800000",
+        ConfigType::Long,
+        "max age of a segment's newest record; -1 = unlimited",
+    ),
+    topic(
+        "segment.bytes",
+        "log.segment.bytes",
+        "1073741824",
+        ConfigType::Int,
+        "segment file size",
+    ),
+    topic(
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        "10485760",
+        ConfigType::Int,
+        "max size of an offset index",
+    ),
+    topic(
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        "0",
+        ConfigType::Long,
+        "random jitter subtracted from segment.ms",
+    ),
+    topic(
+        "segment.ms",
+        "log.roll.ms",
+        "604800000",
+        ConfigType::Long,
+        "roll a segment after this long",
+    ),
+    topic(
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        "false",
+        ConfigType::Boolean,
+        "allow out-of-ISR leaders",
+    ),
+];
+
+/// Broker-only keys (topic defaults are set through the synonyms in `TOPIC_CONFIGS`).
+pub static BROKER_CONFIGS: &[ConfigDef] = &[
+    broker("node.id", "1", ConfigType::Int, "this broker's id"),
+    broker(
+        "listeners",
+        "PLAINTEXT://127.0.0.1:9092",
+        ConfigType::List,
+        "where the broker listens",
+    ),
+    broker(
+        "advertised.listeners",
+        "",
+        ConfigType::List,
+        "the address clients are told to use (default: the bound address)",
+    ),
+    broker(
+        "log.dirs",
+        "./moldau-data",
+        ConfigType::String,
+        "data directory",
+    ),
+    broker(
+        "num.partitions",
+        "1",
+        ConfigType::Int,
+        "partitions of an auto-created topic",
+    ),
+    broker(
+        "default.replication.factor",
+        "1",
+        ConfigType::Short,
+        "replication factor of an auto-created topic",
+    ),
+    broker(
+        "auto.create.topics.enable",
+        "true",
+        ConfigType::Boolean,
+        "create topics on first use",
+    ),
+    broker(
+        "delete.topic.enable",
+        "true",
+        ConfigType::Boolean,
+        "allow DeleteTopics",
+    ),
+    broker(
+        "socket.request.max.bytes",
+        "104857600",
+        ConfigType::Int,
+        "largest request frame accepted",
+    ),
+    broker(
+        "max.connections",
+        "10000",
+        ConfigType::Int,
+        "connections accepted at once",
+    ),
+    broker(
+        "queued.max.requests",
+        "500",
+        ConfigType::Int,
+        "in-flight requests per connection",
+    ),
+    broker(
+        "log.retention.check.interval.ms",
+        "300000",
+        ConfigType::Long,
+        "how often retention runs",
+    ),
+    broker(
+        "log.cleaner.backoff.ms",
+        "15000",
+        ConfigType::Long,
+        "how often the cleaner looks for work",
+    ),
+    broker(
+        "log.flush.scheduler.interval.ms",
+        "1000",
+        ConfigType::Long,
+        "how often flush.ms is checked",
+    ),
+    broker(
+        "offsets.topic.num.partitions",
+        "50",
+        ConfigType::Int,
+        "partitions of __consumer_offsets",
+    ),
+    broker(
+        "offsets.retention.minutes",
+        "10080",
+        ConfigType::Int,
+        "how long committed offsets of empty groups are kept",
+    ),
+    broker(
+        "group.min.session.timeout.ms",
+        "6000",
+        ConfigType::Int,
+        "smallest session timeout a member may ask for",
+    ),
+    broker(
+        "group.max.session.timeout.ms",
+        "1800000",
+        ConfigType::Int,
+        "largest session timeout a member may ask for",
+    ),
+    broker(
+        "group.initial.rebalance.delay.ms",
+        "3000",
+        ConfigType::Int,
+        "wait for more members before the first rebalance",
+    ),
+    broker(
+        "cluster.id",
+        "",
+        ConfigType::String,
+        "cluster id (generated on first start when empty)",
+    ),
+];
+
+/// The definition of a topic config key.
+pub fn topic_config_def(name: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The definition of a broker config key, including topic-default synonyms.
+pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|d| d.name == name).or_else(|| {
+        TOPIC_CONFIGS
+            .iter()
+            .find(|d| d.broker_synonym == Some(name))
+    })
+}
+
+fn parse_i64(key: &str, v: &str) -> Result<i64, ConfigError> {
+    v.trim()
+        .parse::<i64>()
+        .map_err(|_| ConfigError::new(key, v, "expected an integer"))
+}
+
+fn parse_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
+    v.trim()
+        .parse::<i32>()
+        .map_err(|_| ConfigError::new(key, v, "expected a 32-bit integer"))
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::new(key, v, "expected true or false")),
+    }
+}
+
+fn at_least<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &str,
+    v: &str,
+    x: T,
+    min: T,
+) -> Result<T, ConfigError> {
+    if x < min {
+        Err(ConfigError::new(key, v, format!("must be at least {min}")))
+    } else {
+        Ok(x)
+    }
+}
+
+/// How a topic's old data is cleaned up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    pub fn parse(key: &str, v: &str) -> Result<CleanupPolicy, ConfigError> {
+        let mut p = CleanupPolicy::default();
+        for part in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match part {
+                "delete" => p.delete = true,
+                "compact" => p.compact = true,
+                _ => return Err(ConfigError::new(key, v, "expected delete, compact or both")),
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Which timestamp a batch carries: the producer's, or the broker's at append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    #[default]
+    CreateTime,
+    LogAppendTime,
+}
+
+/// The effective configuration of one topic's logs (Kafka's `LogConfig`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopicConfig {
+    pub cleanup_policy: CleanupPolicy,
+    /// `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`.
+    pub compression_type: String,
+    pub delete_retention_ms: i64,
+    pub file_delete_delay_ms: i64,
+    pub flush_messages: i64,
+    pub flush_ms: i64,
+    pub index_interval_bytes: i32,
+    pub max_compaction_lag_ms: i64,
+    pub max_message_bytes: i32,
+    pub message_timestamp_after_max_ms: i64,
+    pub message_timestamp_before_max_ms: i64,
+    pub message_timestamp_type: TimestampType,
+    pub min_cleanable_dirty_ratio: f64,
+    pub min_compaction_lag_ms: i64,
+    pub min_insync_replicas: i32,
+    pub preallocate: bool,
+    pub retention_bytes: i64,
+    pub retention_ms: i64,
+    pub segment_bytes: i32,
+    pub segment_index_bytes: i32,
+    pub segment_jitter_ms: i64,
+    pub segment_ms: i64,
+    pub unclean_leader_election_enable: bool,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig::resolve(&BTreeMap::new(), &BTreeMap::new())
+            .expect("Kafka's defaults are valid")
+    }
+}
+
+impl TopicConfig {
+    /// Validates one topic-level key and value.
+    pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
+        if topic_config_def(key).is_none() {
+            return Err(ConfigError::new(key, value, "unknown topic config"));
+        }
+        let mut t = BTreeMap::new();
+        t.insert(key.to_string(), value.to_string());
+        TopicConfig::resolve(&BTreeMap::new(), &t).map(|_| ())
+    }
+
+    /// The effective value of `name` and where it came from, given the same inputs as `resolve`.
+    pub fn lookup(
+        name: &str,
+        broker: &BTreeMap<String, String>,
+        topic: &BTreeMap<String, String>,
+    ) -> Option<(String, ConfigSource)> {
+        let def = topic_config_def(name)?;
+        if let Some(v) = topic.get(name) {
+            return Some((v.clone(), ConfigSource::Topic));
+        }
+        if let Some(v) = def.broker_synonym.and_then(|s| broker.get(s)) {
+            return Some((v.clone(), ConfigSource::StaticBroker));
+        }
+        Some((def.default.to_string(), ConfigSource::Default))
+    }
+
+    /// Resolves a topic's effective config from its overrides and the broker's settings
+    /// (both keyed by Kafka names: topic keys in `topic`, broker keys in `broker`).
+    pub fn resolve(
+        broker: &BTreeMap<String, String>,
+        topic: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, ConfigError> {
+        let get = |name: &'static str| -> (&'static str, String) {
+            let v = TopicConfig::lookup(name, broker, topic)
+                .map(|(v, _)| v)
+                .unwrap_or_default();
+            (name, v)
+        };
+        let long = |name: &'static str, min: i64| -> Result<i64, ConfigError> {
+            let (k, v) = get(name);
+            at_least(k, &v, parse_i64(k, &v)?, min)
+        };
+        let int = |name: &'static str, min: i32| -> Result<i32, ConfigError> {
+            let (k, v) = get(name);
+            at_least(k, &v, parse_i32(k, &v)?, min)
+        };
+        let boolean = |name: &'static str| -> Result<bool, ConfigError> {
+            let (k, v) = get(name);
+            parse_bool(k, &v)
+        };
+        let (k, v) = get("cleanup.policy");
+        let cleanup_policy = CleanupPolicy::parse(k, &v)?;
+        let (k, compression_type) = get("compression.type");
+        if !matches!(
+            compression_type.as_str(),
+            "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
+        ) {
+            return Err(ConfigError::new(
+                k,
+                &compression_type,
+                "expected producer, uncompressed, gzip, snappy, lz4 or zstd",
+            ));
+        }
+        let (k, v) = get("message.timestamp.type");
+        let message_timestamp_type = match v.as_str() {
+            "CreateTime" => TimestampType::CreateTime,
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            _ => {
+                return Err(ConfigError::new(
+                    k,
+                    &v,
+                    "expected CreateTime or LogAppendTime",
+                ))
+            }
+        };
+        let (k, v) = get("min.cleanable.dirty.ratio");
+        let min_cleanable_dirty_ratio: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError::new(k, &v, "expected a number"))?;
+        if !(0.0..=1.0).contains(&min_cleanable_dirty_ratio) {
+            return Err(ConfigError::new(k, &v, "must be between 0 and 1"));
+        }
+        Ok(TopicConfig {
+            cleanup_policy,
+            compression_type,
+            delete_retention_ms: long("delete.retention.ms", 0)?,
+            file_delete_delay_ms: long("file.delete.delay.ms", 0)?,
+            flush_messages: long("flush.messages", 1)?,
+            flush_ms: long("flush.ms", 0)?,
+            index_interval_bytes: int("index.interval.bytes", 0)?,
+            max_compaction_lag_ms: long("max.compaction.lag.ms", 1)?,
+            max_message_bytes: int("max.message.bytes", 0)?,
+            message_timestamp_after_max_ms: long("message.timestamp.after.max.ms", 0)?,
+            message_timestamp_before_max_ms: long("message.timestamp.before.max.ms", 0)?,
+            message_timestamp_type,
+            min_cleanable_dirty_ratio,
+            min_compaction_lag_ms: long("min.compaction.lag.ms", 0)?,
+            min_insync_replicas: int("min.insync.replicas", 1)?,
+            preallocate: boolean("preallocate")?,
+            retention_bytes: long("retention.bytes", -1)?,
+            retention_ms: long("retention.ms", -1)?,
+            segment_bytes: int("segment.bytes", 14)?,
+            segment_index_bytes: int("segment.index.bytes", 4)?,
+            segment_jitter_ms: long("segment.jitter.ms", 0)?,
+            segment_ms: long("segment.ms", 1)?,
+            unclean_leader_election_enable: boolean("unclean.leader.election.enable")?,
+        })
+    }
+}
+
+/// The broker's own configuration. `props` keeps every explicitly set key (Kafka names) so
+/// DescribeConfigs can report sources and topic defaults can be resolved from synonyms.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    /// `host:port` to bind; port 0 picks a free port.
+    pub listen: String,
+    /// `host:port` clients are told to connect to; None = the bound address.
+    pub advertise: Option<String>,
+    pub data_dir: String,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub socket_request_max_bytes: i32,
+    pub max_connections: i32,
+    pub queued_max_requests: i32,
+    pub log_retention_check_interval_ms: i64,
+    pub log_cleaner_backoff_ms: i64,
+    pub log_flush_scheduler_interval_ms: i64,
+    pub offsets_topic_num_partitions: i32,
+    pub offsets_retention_minutes: i32,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub group_initial_rebalance_delay_ms: i32,
+    pub cluster_id: Option<String>,
+    /// Every key that was set explicitly, validated.
+    pub props: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig::from_props(BTreeMap::new()).expect("defaults are valid")
+    }
+}
+
+/// Strips a `PLAINTEXT://` style scheme from a listener, leaving `host:port`.
+fn listener_address(v: &str) -> &str {
+    let first = v.split(',').next().unwrap_or(v).trim();
+    first.split_once("://").map(|(_, a)| a).unwrap_or(first)
+}
+
+impl BrokerConfig {
+    /// Builds the broker config from explicitly set keys (Kafka names). Unknown keys and bad
+    /// values are errors naming the key.
+    pub fn from_props(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        for (k, v) in &props {
+            if broker_config_def(k).is_none() {
+                return Err(ConfigError::new(k, v, "unknown broker config"));
+            }
+        }
+        let get = |name: &str| -> String {
+            props
+                .get(name)
+                .cloned()
+                .or_else(|| broker_config_def(name).map(|d| d.default.to_string()))
+                .unwrap_or_default()
+        };
+        let int = |name: &str, min: i32| -> Result<i32, ConfigError> {
+            let v = get(name);
+            at_least(name, &v, parse_i32(name, &v)?, min)
+        };
+        let long = |name: &str, min: i64| -> Result<i64, ConfigError> {
+            let v = get(name);
+            at_least(name, &v, parse_i64(name, &v)?, min)
+        };
+        let boolean = |name: &str| -> Result<bool, ConfigError> { parse_bool(name, &get(name)) };
+        let listen = listener_address(&get("listeners")).to_string();
+        validate_host_port("listeners", &listen)?;
+        let advertised = get("advertised.listeners");
+        let advertise = if advertised.trim().is_empty() {
+            None
+        } else {
+            let a = listener_address(&advertised).to_string();
+            validate_host_port("advertised.listeners", &a)?;
+            Some(a)
+        };
+        let rf = int("default.replication.factor", 1)?;
+        let cluster_id = Some(get("cluster.id")).filter(|s| !s.is_empty());
+        let config = BrokerConfig {
+            node_id: int("node.id", 0)?,
+            listen,
+            advertise,
+            data_dir: get("log.dirs"),
+            num_partitions: int("num.partitions", 1)?,
+            default_replication_factor: i16::try_from(rf).map_err(|_| {
+                ConfigError::new("default.replication.factor", &rf.to_string(), "too large")
+            })?,
+            auto_create_topics_enable: boolean("auto.create.topics.enable")?,
+            delete_topic_enable: boolean("delete.topic.enable")?,
+            socket_request_max_bytes: int("socket.request.max.bytes", 1024)?,
+            max_connections: int("max.connections", 1)?,
+            queued_max_requests: int("queued.max.requests", 1)?,
+            log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
+            log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
+            log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,
+            offsets_topic_num_partitions: int("offsets.topic.num.partitions", 1)?,
+            offsets_retention_minutes: int("offsets.retention.minutes", 1)?,
+            group_min_session_timeout_ms: int("group.min.session.timeout.ms", 0)?,
+            group_max_session_timeout_ms: int("group.max.session.timeout.ms", 0)?,
+            group_initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 0)?,
+            cluster_id,
+            props,
+        };
+        // Topic defaults set at broker level must be valid topic values too.
+        TopicConfig::resolve(&config.props, &BTreeMap::new())?;
+        Ok(config)
+    }
+
+    /// The effective topic config for a topic with these overrides.
+    pub fn topic_config(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, ConfigError> {
+        TopicConfig::resolve(&self.props, overrides)
+    }
+}
+
+fn validate_host_port(key: &str, v: &str) -> Result<(), ConfigError> {
+    match v.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(ConfigError::new(key, v, "expected HOST:PORT")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_kafkas() {
+        let t = TopicConfig::default();
+        assert_eq!(t.segment_bytes, 1 << 30);
+        assert_eq!(t.retention_ms, 7 * 24 * 3600 * 1000);
+        assert_eq!(t.index_interval_bytes, 4096);
+        assert_eq!(t.max_message_bytes, 1048588);
+        assert!(t.cleanup_policy.delete && !t.cleanup_policy.compact);
+        let b = BrokerConfig::default();
+        assert_eq!(b.listen, "127.0.0.1:9092");
+        assert_eq!(b.socket_request_max_bytes, 100 * 1024 * 1024);
+    }
+
+    #[test]
+    fn topic_overrides_beat_broker_synonyms() {
+        let broker = map(&[
+            ("log.segment.bytes", "1048576"),
+            ("log.retention.ms", "1000"),
+        ]);
+        let topic = map(&[("retention.ms", "5")]);
+        let t = TopicConfig::resolve(&broker, &topic).unwrap();
+        assert_eq!(t.segment_bytes, 1048576);
+        assert_eq!(t.retention_ms, 5);
+        assert_eq!(
+            TopicConfig::lookup("segment.bytes", &broker, &topic),
+            Some(("1048576".into(), ConfigSource::StaticBroker))
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let e = TopicConfig::validate("cleanup.policy", "shred").unwrap_err();
+        assert_eq!(e.key, "cleanup.policy");
+        let e = BrokerConfig::from_props(map(&[("num.partitions", "x")])).unwrap_err();
+        assert_eq!(e.key, "num.partitions");
+        let e = BrokerConfig::from_props(map(&[("no.such.key", "1")])).unwrap_err();
+        assert_eq!(e.key, "no.such.key");
+        let e = BrokerConfig::from_props(map(&[("log.segment.bytes", "-3")])).unwrap_err();
+        assert_eq!(e.key, "segment.bytes");
+        assert!(TopicConfig::validate("cleanup.policy", "compact,delete").is_ok());
+    }
+
+    #[test]
+    fn listeners_accept_kafka_syntax() {
+        let b =
+            BrokerConfig::from_props(map(&[("listeners", "PLAINTEXT://0.0.0.0:9093")])).unwrap();
+        assert_eq!(b.listen, "0.0.0.0:9093");
+    }
+}

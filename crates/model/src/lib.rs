@@ -1,0 +1,11 @@
+//! Moldau's shared vocabulary: ids, offsets, Kafka error codes and typed configs. No I/O.
+
+pub mod config;
+pub mod error;
+pub mod ids;
+
+pub use config::{
+    BrokerConfig, CleanupPolicy, ConfigError, ConfigSource, TimestampType, TopicConfig,
+};
+pub use error::ErrorCode;
+pub use ids::{LeaderEpoch, NodeId, Offset, ProducerEpoch, ProducerId, TopicId, TopicPartition};

@@ -1,0 +1,2 @@
+//! The `moldau` binary.
+fn main() {}

@@ -1,0 +1,85 @@
+//! The APIs and versions Moldau implements: exactly what ApiVersions advertises, and the gate
+//! every request passes before it is decoded.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// (api, min version, max version) for every API the broker answers. Ranges follow what
+/// Kafka 4.x and the `kafka-protocol` crate support; a version is listed only when its
+/// handler fills every field that version has.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 12),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// Whether requests of `api` at `version` are served.
+pub fn is_supported(api: ApiKey, version: i16) -> bool {
+    SUPPORTED
+        .iter()
+        .any(|&(a, min, max)| a == api && (min..=max).contains(&version))
+}
+
+/// The supported range of `api`, if served.
+pub fn range(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(a, _, _)| *a == api)
+        .map(|&(_, min, max)| (min, max))
+}
+
+/// An ApiVersions response body listing `SUPPORTED`, with the given error code. Optional
+/// tagged fields stay at their defaults so they are not encoded (kcat 1.7 rejects them).
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let mut keys: Vec<ApiVersion> = SUPPORTED
+        .iter()
+        .map(|&(api, min, max)| {
+            ApiVersion::default()
+                .with_api_key(api as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect();
+    keys.sort_by_key(|k| k.api_key);
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_within_what_the_codec_supports() {
+        for &(api, min, max) in SUPPORTED {
+            let r = api.valid_versions();
+            assert!(min >= r.min && max <= r.max && min <= max, "{api:?}");
+        }
+        assert!(is_supported(ApiKey::ApiVersions, 3));
+        assert!(!is_supported(ApiKey::ApiVersions, 5));
+    }
+}

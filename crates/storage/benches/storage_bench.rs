@@ -1,0 +1,2 @@
+//! Storage benchmark (placeholder).
+fn main() {}

@@ -278,21 +278,8 @@ def topic(request) -> str:
     return f"{base}-{uuid.uuid4().hex[:8]}"
 
 
-def free_socket_check(server: MoldauServer) -> None:
-    """Assert the process is alive and a brand-new connection gets a good ApiVersions answer."""
-    assert server.alive(), f"moldau process died\n{server.log_tail()}"
-    with kwire.connect(server.address, timeout=5.0) as sock:
-        resp = kwire.api_versions(sock, version=0)
-    assert resp.error_code == 0
-    assert any(k.api_key == 18 for k in resp.api_keys)
-
-
 @pytest.fixture
 def assert_serving():
-    return free_socket_check
+    return kwire.assert_serving
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -406,3 +406,12 @@ def fetch_all_batches(address, topic: str, partition: int = 0) -> list[BatchHead
             if not batches:
                 raise ProtocolError(f"no progress fetching at offset {offset} (hw {part.high_watermark})")
     raise ProtocolError("too many fetch rounds")
+
+
+def assert_serving(server) -> None:
+    """The broker process is alive and a brand-new connection gets a good ApiVersions answer."""
+    assert server.alive(), f"moldau process died\n{server.log_tail()}"
+    with connect(server.address, timeout=5.0) as sock:
+        resp = api_versions(sock, version=0)
+    assert resp.error_code == 0
+    assert resp.range_of(18) is not None

@@ -38,10 +38,15 @@ def confluent_admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
 
+def _rdkafka_conf(conf: dict) -> dict:
+    # Python keyword names (compression_type) -> librdkafka property names (compression.type).
+    return {k.replace("_", "."): v for k, v in conf.items()}
+
+
 def confluent_producer(bootstrap: str, **conf) -> Producer:
     base = {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 15000,
             "socket.timeout.ms": 10000}
-    base.update(conf)
+    base.update(_rdkafka_conf(conf))
     return Producer(base)
 
 
@@ -76,7 +81,7 @@ def confluent_consumer(bootstrap: str, **conf) -> Consumer:
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest", "socket.timeout.ms": 10000,
             "fetch.wait.max.ms": 100}
-    base.update(conf)
+    base.update(_rdkafka_conf(conf))
     return Consumer(base)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from confluent_kafka import TopicCollection
 from kafka import KafkaAdminClient
 
@@ -121,7 +123,14 @@ def test_auto_create_uses_num_partitions(broker3, topic):
 
 def test_auto_create_disabled(brokers, topic):
     server = brokers.start(**{"auto.create.topics.enable": "false"})
-    from kafka import KafkaAdminClient as KA
+    from kafka import KafkaAdminClient as KA, KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap, max_block_ms=2000)
+    try:
+        with pytest.raises(KafkaTimeoutError):  # metadata never shows the topic
+            producer.send(topic, b"v").get(timeout=5)
+    finally:
+        producer.close(timeout=5)
     admin = KA(bootstrap_servers=server.bootstrap, request_timeout_ms=10000)
     try:
         (t,) = admin.describe_topics([topic])

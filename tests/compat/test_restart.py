@@ -21,8 +21,10 @@ def test_restart_keeps_topics_configs_and_data(brokers, topic):
     server = brokers.start(**{"log.segment.bytes": "1048576"})
     admin = clients.confluent_admin(server.bootstrap)
     gone = topic + "-gone"
-    admin.create_topics([NewTopic(topic, 3, 1, config={"retention.ms": "86400000", "cleanup.policy": "delete"}),
-                         NewTopic(gone, 1, 1)], request_timeout=15)[topic].result(timeout=20)
+    fs = admin.create_topics([NewTopic(topic, 3, 1, config={"retention.ms": "86400000", "cleanup.policy": "delete"}),
+                              NewTopic(gone, 1, 1)], request_timeout=15)
+    for f in fs.values():
+        f.result(timeout=20)
     base = int(time.time() * 1000) - 60_000
     recs = {p: [{"key": b"p%d-%d" % (p, i), "value": b"x" * 100 + b"%d" % i, "headers": [("n", b"%d" % i)],
                  "timestamp": base + i} for i in range(50 + p)] for p in range(3)}

@@ -1,2 +1,130 @@
-//! The `moldau` binary.
-fn main() {}
+//! The `moldau` binary: `moldau server` runs a broker; more subcommands (the CLI) follow.
+
+mod config;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Moldau: a Kafka-compatible streaming platform.
+#[derive(Parser, Debug)]
+#[command(name = "moldau", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a broker. With no arguments: a single-node cluster on 127.0.0.1:9092, data in
+    /// ./moldau-data, topics created on first use.
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// Data directory (Kafka: log.dirs).
+    #[arg(long, env = "MOLDAU_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port (Kafka: listeners).
+    #[arg(long, env = "MOLDAU_LISTEN", value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Address clients are told to connect to (Kafka: advertised.listeners).
+    #[arg(long, env = "MOLDAU_ADVERTISE", value_name = "HOST:PORT")]
+    advertise: Option<String>,
+    /// A TOML file of broker configs with Kafka names, e.g. `"log.segment.bytes" = 1048576`.
+    #[arg(long, env = "MOLDAU_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Set any broker config by its Kafka name; repeatable. Also MOLDAU_<KEY> env vars,
+    /// e.g. MOLDAU_NUM_PARTITIONS=3 for num.partitions.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(args) => server(args),
+    }
+}
+
+fn server(args: ServerArgs) -> ExitCode {
+    let config = match config::load(&config::Sources {
+        file: args.config.as_deref(),
+        env: std::env::vars().collect(),
+        set: &args.set,
+        data_dir: args.data_dir.as_deref(),
+        listen: args.listen.as_deref(),
+        advertise: args.advertise.as_deref(),
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("moldau: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run_server(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("moldau: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("moldau")
+        .build()
+        .context("start tokio runtime")?;
+    runtime.block_on(async move {
+        let data_dir = config.data_dir.clone();
+        let handle = broker::Broker::start(config)
+            .await
+            .with_context(|| format!("start broker (data dir {data_dir})"))?;
+        let addr = handle.local_addr();
+        let shown_dir = std::fs::canonicalize(handle.data_dir())
+            .unwrap_or_else(|_| handle.data_dir().to_path_buf());
+        tracing::info!(%addr, data_dir = %shown_dir.display(), "moldau broker ready");
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "moldau: listening on {addr}, data in {}",
+                shown_dir.display()
+            )
+            .context("write to stdout")?;
+            out.flush().context("flush stdout")?;
+        }
+        wait_for_signal().await?;
+        tracing::info!("shutting down");
+        if tokio::time::timeout(std::time::Duration::from_secs(10), handle.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown took longer than 10s; exiting anyway");
+        }
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("wait for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and describing the
+//! broker's static config), with Kafka's sources and synonyms.
+
+use super::{code, str_bytes};
+use crate::state::BrokerState;
+use model::config::{ConfigDef, ConfigType, BROKER_CONFIGS, TOPIC_CONFIGS};
+use model::{ConfigSource, ErrorCode, TopicConfig};
+use protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
+
+struct Opts {
+    synonyms: bool,
+    documentation: bool,
+    version: i16,
+}
+
+fn entry(
+    def: &ConfigDef,
+    name: &str,
+    value: String,
+    source: ConfigSource,
+    read_only: bool,
+    synonyms: Vec<DescribeConfigsSynonym>,
+    opts: &Opts,
+) -> DescribeConfigsResourceResult {
+    let mut r = DescribeConfigsResourceResult::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(value)))
+        .with_read_only(read_only)
+        .with_config_source(source as i8)
+        .with_synonyms(if opts.synonyms { synonyms } else { Vec::new() });
+    if opts.version >= 3 {
+        r = r.with_config_type(def.kind as i8);
+        if opts.documentation {
+            r = r.with_documentation(Some(str_bytes(def.doc)));
+        }
+    }
+    r
+}
+
+fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(value)))
+        .with_source(source as i8)
+}
+
+fn describe_topic(
+    state: &BrokerState,
+    overrides: &BTreeMap<String, String>,
+    keys: &Option<Vec<String>>,
+    opts: &Opts,
+) -> Vec<DescribeConfigsResourceResult> {
+    let broker = &state.config.props;
+    TOPIC_CONFIGS
+        .iter()
+        .filter(|d| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == d.name)))
+        .filter_map(|def| {
+            let (value, source) = TopicConfig::lookup(def.name, broker, overrides)?;
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                synonyms.push(synonym(def.name, v, ConfigSource::Topic));
+            }
+            if let Some((s, v)) = def
+                .broker_synonym
+                .and_then(|s| broker.get(s).map(|v| (s, v)))
+            {
+                synonyms.push(synonym(s, v, ConfigSource::StaticBroker));
+            }
+            synonyms.push(synonym(
+                def.broker_synonym.unwrap_or(def.name),
+                def.default,
+                ConfigSource::Default,
+            ));
+            Some(entry(def, def.name, value, source, false, synonyms, opts))
+        })
+        .collect()
+}
+
+fn describe_broker(
+    state: &BrokerState,
+    keys: &Option<Vec<String>>,
+    opts: &Opts,
+) -> Vec<DescribeConfigsResourceResult> {
+    let props = &state.config.props;
+    let defs = BROKER_CONFIGS.iter().map(|d| (d, d.name)).chain(
+        TOPIC_CONFIGS
+            .iter()
+            .filter_map(|d| d.broker_synonym.map(|s| (d, s))),
+    );
+    let mut seen = std::collections::HashSet::new();
+    defs.filter(|(_, name)| seen.insert(*name))
+        .filter(|(_, name)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == name)))
+        .map(|(def, name)| {
+            let (value, source) = match props.get(name) {
+                Some(v) => (v.clone(), ConfigSource::StaticBroker),
+                None => (def.default.to_string(), ConfigSource::Default),
+            };
+            let synonyms = vec![synonym(name, &value, source)];
+            entry(def, name, value, source, true, synonyms, opts)
+        })
+        .collect()
+}
+
+pub fn describe_configs(
+    state: &Arc<BrokerState>,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
+    let opts = Opts {
+        synonyms: req.include_synonyms,
+        documentation: req.include_documentation,
+        version,
+    };
+    let image = state.image();
+    let results = req
+        .resources
+        .into_iter()
+        .map(|res| {
+            let keys: Option<Vec<String>> = res
+                .configuration_keys
+                .map(|ks| ks.iter().map(|k| k.to_string()).collect());
+            let name = res.resource_name.to_string();
+            let base = DescribeConfigsResult::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name.clone());
+            let fail = |e: ErrorCode, msg: String| {
+                base.clone()
+                    .with_error_code(code(e))
+                    .with_error_message(Some(str_bytes(msg)))
+            };
+            match res.resource_type {
+                TOPIC => match image.topic(&name) {
+                    Some(t) => base.with_configs(describe_topic(state, &t.configs, &keys, &opts)),
+                    None => fail(
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("Topic '{name}' does not exist."),
+                    ),
+                },
+                BROKER => {
+                    if name.is_empty() || name == state.node_id.to_string() {
+                        base.with_configs(describe_broker(state, &keys, &opts))
+                    } else {
+                        fail(
+                            ErrorCode::InvalidRequest,
+                            format!(
+                                "Unexpected broker id, expected {} but received {name}",
+                                state.node_id
+                            ),
+                        )
+                    }
+                }
+                BROKER_LOGGER => base,
+                other => fail(
+                    ErrorCode::InvalidRequest,
+                    format!("Unsupported resource type {other}"),
+                ),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Applies changes to one topic; returns the error for the response.
+fn alter_topic(
+    state: &BrokerState,
+    name: &str,
+    changes: &BTreeMap<String, Option<String>>,
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    state
+        .metadata
+        .alter_topic_configs(name, changes, replace_all, validate_only)
+        .map_err(|e| (e.code, e.message))?;
+    if !validate_only {
+        state.reconcile_or_log();
+    }
+    Ok(())
+}
+
+fn not_topic(resource_type: i8) -> (ErrorCode, String) {
+    if resource_type == BROKER || resource_type == BROKER_LOGGER {
+        (
+            ErrorCode::InvalidRequest,
+            "Dynamic broker configs are not supported; set them in the broker's config file".into(),
+        )
+    } else {
+        (
+            ErrorCode::InvalidRequest,
+            format!("Unsupported resource type {resource_type}"),
+        )
+    }
+}
+
+pub fn alter_configs(state: &Arc<BrokerState>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|res| {
+            let result = if res.resource_type == TOPIC {
+                let changes = res
+                    .configs
+                    .iter()
+                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                    .collect();
+                alter_topic(state, &res.resource_name, &changes, true, req.validate_only)
+            } else {
+                Err(not_topic(res.resource_type))
+            };
+            let r = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            match result {
+                Ok(()) => r,
+                Err((e, msg)) => r
+                    .with_error_code(code(e))
+                    .with_error_message(Some(str_bytes(msg))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+pub fn incremental_alter_configs(
+    state: &Arc<BrokerState>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let image = state.image();
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|res| {
+            let name = res.resource_name.to_string();
+            let result = if res.resource_type != TOPIC {
+                Err(not_topic(res.resource_type))
+            } else if let Some(topic) = image.topic(&name) {
+                let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
+                let mut err = None;
+                for c in &res.configs {
+                    let key = c.name.to_string();
+                    let value = c.value.as_ref().map(|v| v.to_string());
+                    let def = model::config::topic_config_def(&key);
+                    let current = || {
+                        changes.get(&key).cloned().flatten().or_else(|| {
+                            TopicConfig::lookup(&key, &state.config.props, &topic.configs)
+                                .map(|(v, _)| v)
+                        })
+                    };
+                    let list = |s: Option<String>| -> Vec<String> {
+                        s.map(|s| {
+                            s.split(',')
+                                .map(|x| x.trim().to_string())
+                                .filter(|x| !x.is_empty())
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                    };
+                    match c.config_operation {
+                        SET => {
+                            changes.insert(key, value);
+                        }
+                        DELETE => {
+                            changes.insert(key, None);
+                        }
+                        APPEND | SUBTRACT if def.is_some_and(|d| d.kind == ConfigType::List) => {
+                            let mut items = list(current());
+                            for v in list(value) {
+                                if c.config_operation == APPEND {
+                                    if !items.contains(&v) {
+                                        items.push(v);
+                                    }
+                                } else {
+                                    items.retain(|x| *x != v);
+                                }
+                            }
+                            changes.insert(key, Some(items.join(",")));
+                        }
+                        APPEND | SUBTRACT => {
+                            err = Some((
+                                ErrorCode::InvalidConfig,
+                                format!("Config value append is not allowed for config key: {key}"),
+                            ));
+                        }
+                        op => {
+                            err = Some((
+                                ErrorCode::InvalidRequest,
+                                format!("Unknown config operation {op}"),
+                            ));
+                        }
+                    }
+                }
+                match err {
+                    Some(e) => Err(e),
+                    None => alter_topic(state, &name, &changes, false, req.validate_only),
+                }
+            } else {
+                Err((
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                ))
+            };
+            let r = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            match result {
+                Ok(()) => r,
+                Err((e, msg)) => r
+                    .with_error_code(code(e))
+                    .with_error_message(Some(str_bytes(msg))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,171 @@
+//! Fetch: whole batches from each partition up to the high watermark (or LSO), honouring
+//! max_bytes / partition_max_bytes with KIP-74's "at least one batch", and long-polling up
+//! to max_wait_ms until min_bytes are available.
+
+use super::{code, from_uuid, Ctx, Reply};
+use crate::state::BrokerState;
+use model::ErrorCode;
+use protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use protocol::ResponseKind;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct PartitionPlan {
+    index: i32,
+    fetch_offset: i64,
+    max_bytes: i32,
+}
+
+struct TopicPlan {
+    name: TopicName,
+    id: uuid::Uuid,
+    partitions: Vec<PartitionPlan>,
+}
+
+struct Plan {
+    version: i16,
+    topics: Vec<TopicPlan>,
+    max_bytes: usize,
+    min_bytes: usize,
+    read_committed: bool,
+}
+
+pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
+    let plan = Plan {
+        version: ctx.version,
+        topics: req
+            .topics
+            .into_iter()
+            .map(|t| TopicPlan {
+                name: t.topic,
+                id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|p| PartitionPlan {
+                        index: p.partition,
+                        fetch_offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        // v0-2 had no response limit; treat a non-positive one as "no limit" as Kafka does.
+        max_bytes: if req.max_bytes <= 0 {
+            usize::MAX
+        } else {
+            req.max_bytes as usize
+        },
+        min_bytes: req.min_bytes.max(0) as usize,
+        read_committed: req.isolation_level == 1,
+    };
+    let mut version_rx = state.data_version.subscribe();
+    version_rx.borrow_and_update();
+    let (resp, bytes, errors) = read(state, &plan);
+    if req.max_wait_ms <= 0 || plan.min_bytes == 0 || bytes >= plan.min_bytes || errors {
+        return ctx.ready(ResponseKind::Fetch(resp));
+    }
+    let state = state.clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms as u64);
+    Reply::Later(Box::pin(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = state.cancel.cancelled() => break,
+                changed = version_rx.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    version_rx.borrow_and_update();
+                    let (_, bytes, errors) = read(&state, &plan);
+                    if bytes >= plan.min_bytes.max(1) || errors {
+                        break;
+                    }
+                }
+            }
+        }
+        let (resp, _, _) = read(&state, &plan);
+        ctx.encode(ResponseKind::Fetch(resp))
+    }))
+}
+
+/// One pass over the requested partitions: the response, its record bytes, and whether any
+/// partition had an error (errors are answered at once rather than long-polled).
+fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
+    let image = state.image();
+    let mut remaining = plan.max_bytes;
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut topics = Vec::with_capacity(plan.topics.len());
+    for tp in &plan.topics {
+        let name: Option<String> = if plan.version >= 13 {
+            image
+                .topic_by_id(from_uuid(tp.id))
+                .map(|t| t.name.to_string())
+        } else {
+            Some(tp.name.0.to_string())
+        };
+        let mut partitions = Vec::with_capacity(tp.partitions.len());
+        for pp in &tp.partitions {
+            let mut pd = PartitionData::default()
+                .with_partition_index(pp.index)
+                .with_high_watermark(-1);
+            let partition = match name.as_deref() {
+                None => Err(ErrorCode::UnknownTopicId),
+                Some(n) => state
+                    .replicas
+                    .get(n, pp.index)
+                    .ok_or(ErrorCode::UnknownTopicOrPartition),
+            };
+            let partition = match partition {
+                Ok(p) => p,
+                Err(e) => {
+                    errors = true;
+                    partitions.push(pd.with_error_code(code(e)));
+                    continue;
+                }
+            };
+            let hw = partition.high_watermark();
+            let lso = partition.last_stable_offset();
+            let log_start = partition.log.log_start_offset();
+            pd = pd.with_high_watermark(hw);
+            if plan.version >= 4 {
+                pd = pd.with_last_stable_offset(lso);
+            }
+            if plan.version >= 5 {
+                pd = pd.with_log_start_offset(log_start);
+            }
+            let upper = if plan.read_committed { lso } else { hw };
+            let budget = (pp.max_bytes.max(0) as usize).min(remaining);
+            match partition
+                .log
+                .read(pp.fetch_offset, budget, upper, total == 0)
+            {
+                Ok(r) => {
+                    let n = r.data.len();
+                    total += n;
+                    remaining = remaining.saturating_sub(n);
+                    pd = pd.with_records(Some(r.data));
+                }
+                Err(e) => {
+                    errors = true;
+                    pd = pd.with_error_code(code(e.error_code()));
+                }
+            }
+            partitions.push(pd);
+        }
+        let mut t = FetchableTopicResponse::default().with_partitions(partitions);
+        if plan.version >= 13 {
+            t = t.with_topic_id(tp.id);
+        } else {
+            t = t.with_topic(tp.name.clone());
+        }
+        topics.push(t);
+    }
+    (
+        FetchResponse::default().with_responses(topics),
+        total,
+        errors,
+    )
+}

@@ -1,0 +1,189 @@
+//! Metadata and DescribeCluster: brokers, topics, partitions and leaders from the image.
+
+use super::{code, from_uuid, str_bytes, to_uuid};
+use crate::state::BrokerState;
+use metadata::TopicImage;
+use model::ErrorCode;
+use protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+};
+use std::sync::Arc;
+
+fn topic_entry(state: &BrokerState, t: &TopicImage, version: i16) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            // The leader epoch of a hosted partition is the one its log runs with.
+            let epoch = state
+                .replicas
+                .get(&t.name, i as i32)
+                .map(|h| h.leader_epoch())
+                .unwrap_or(p.leader_epoch);
+            let mut r = MetadataResponsePartition::default()
+                .with_partition_index(i as i32)
+                .with_leader_id(BrokerId(p.leader))
+                .with_replica_nodes(p.replicas.iter().map(|&n| BrokerId(n)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&n| BrokerId(n)).collect());
+            if version >= 7 {
+                r = r.with_leader_epoch(epoch);
+            }
+            r
+        })
+        .collect();
+    let mut topic = MetadataResponseTopic::default()
+        .with_name(Some(super::topic_name(&t.name)))
+        .with_is_internal(t.is_internal())
+        .with_partitions(partitions);
+    if version >= 10 {
+        topic = topic.with_topic_id(to_uuid(t.id));
+    }
+    topic
+}
+
+fn error_topic(
+    name: Option<&str>,
+    id: uuid::Uuid,
+    e: ErrorCode,
+    version: i16,
+) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default()
+        .with_error_code(code(e))
+        .with_name(name.map(super::topic_name));
+    if version >= 10 {
+        t = t.with_topic_id(id);
+    }
+    if t.name.is_none() && version < 12 {
+        t.name = Some(super::topic_name(""));
+    }
+    t
+}
+
+pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let mut image = state.image();
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let requested = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(t),
+    };
+    let allow_auto_create = version < 4 || req.allow_auto_topic_creation;
+    let mut topics = Vec::new();
+    match requested {
+        None => {
+            for t in image.topics.values() {
+                topics.push(topic_entry(state, t, version));
+            }
+        }
+        Some(list) => {
+            for rt in list {
+                let by_id = !rt.topic_id.is_nil();
+                let name = rt.name.as_ref().map(|n| n.0.to_string());
+                let found = if by_id && name.is_none() {
+                    image.topic_by_id(from_uuid(rt.topic_id)).cloned()
+                } else {
+                    name.as_deref().and_then(|n| image.topic(n).cloned())
+                };
+                if let Some(t) = found {
+                    topics.push(topic_entry(state, &t, version));
+                    continue;
+                }
+                let Some(name) = name else {
+                    topics.push(error_topic(
+                        None,
+                        rt.topic_id,
+                        ErrorCode::UnknownTopicId,
+                        version,
+                    ));
+                    continue;
+                };
+                if let Err(msg) = model::ids::validate_topic_name(&name) {
+                    tracing::debug!(%msg, "metadata for an invalid topic name");
+                    topics.push(error_topic(
+                        Some(&name),
+                        rt.topic_id,
+                        ErrorCode::InvalidTopicException,
+                        version,
+                    ));
+                    continue;
+                }
+                let internal = metadata::image::is_internal_topic(&name);
+                if allow_auto_create && state.config.auto_create_topics_enable && !internal {
+                    match state.auto_create(&name) {
+                        Ok(t) => {
+                            image = state.image();
+                            topics.push(topic_entry(state, &t, version));
+                        }
+                        Err(e) => {
+                            topics.push(error_topic(Some(&name), rt.topic_id, e.code, version))
+                        }
+                    }
+                } else {
+                    topics.push(error_topic(
+                        Some(&name),
+                        rt.topic_id,
+                        ErrorCode::UnknownTopicOrPartition,
+                        version,
+                    ));
+                }
+            }
+        }
+    }
+    let brokers = image
+        .brokers
+        .values()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(str_bytes(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(b.rack.clone().map(str_bytes))
+        })
+        .collect();
+    let mut resp = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(topics)
+        .with_controller_id(BrokerId(state.node_id));
+    if version >= 2 {
+        resp = resp.with_cluster_id(Some(str_bytes(image.cluster_id.clone())));
+    }
+    resp
+}
+
+pub fn describe_cluster(
+    state: &Arc<BrokerState>,
+    req: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let image = state.image();
+    // Endpoint type 1 = brokers, 2 = controllers; a combined node answers both the same.
+    if version >= 1 && req.endpoint_type != 1 && req.endpoint_type != 2 {
+        return DescribeClusterResponse::default()
+            .with_error_code(code(ErrorCode::UnsupportedEndpointType))
+            .with_endpoint_type(req.endpoint_type);
+    }
+    let brokers = image
+        .brokers
+        .values()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(str_bytes(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(b.rack.clone().map(str_bytes))
+        })
+        .collect();
+    let mut resp = DescribeClusterResponse::default()
+        .with_cluster_id(str_bytes(image.cluster_id.clone()))
+        .with_controller_id(BrokerId(state.node_id))
+        .with_brokers(brokers);
+    if version >= 1 {
+        resp = resp.with_endpoint_type(req.endpoint_type);
+    }
+    resp
+}

@@ -1,0 +1,122 @@
+//! ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords.
+
+use super::code;
+use crate::state::BrokerState;
+use model::ErrorCode;
+use protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
+};
+use std::sync::Arc;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+pub fn list_offsets(
+    state: &Arc<BrokerState>,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let read_committed = req.isolation_level == 1;
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let mut r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1);
+                    let Some(partition) = state.replicas.get(&t.name.0, p.partition_index) else {
+                        return r.with_error_code(code(ErrorCode::UnknownTopicOrPartition));
+                    };
+                    let latest = if read_committed {
+                        partition.last_stable_offset()
+                    } else {
+                        partition.high_watermark()
+                    };
+                    let found = match p.timestamp {
+                        LATEST => Some((latest, -1)),
+                        EARLIEST | EARLIEST_LOCAL => Some((partition.log.log_start_offset(), -1)),
+                        LATEST_TIERED => Some((-1, -1)),
+                        MAX_TIMESTAMP => partition
+                            .log
+                            .max_timestamp()
+                            .filter(|(o, _)| *o < latest)
+                            .map(|(o, ts)| (o, ts)),
+                        ts if ts >= 0 => partition
+                            .log
+                            .offset_for_timestamp(ts)
+                            .filter(|(o, _)| *o < latest),
+                        _ => {
+                            return r.with_error_code(code(ErrorCode::InvalidRequest));
+                        }
+                    };
+                    if let Some((offset, ts)) = found {
+                        r = r.with_offset(offset).with_timestamp(ts);
+                    }
+                    if version >= 4 {
+                        r = r.with_leader_epoch(partition.leader_epoch());
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+pub fn delete_records(
+    state: &Arc<BrokerState>,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let r = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let Some(partition) = state.replicas.get(&t.name.0, p.partition_index) else {
+                        return r.with_error_code(code(ErrorCode::UnknownTopicOrPartition));
+                    };
+                    let hw = partition.high_watermark();
+                    // -1 means "up to the high watermark".
+                    let offset = if p.offset == -1 { hw } else { p.offset };
+                    if offset < 0 || offset > hw {
+                        return r.with_error_code(code(ErrorCode::OffsetOutOfRange));
+                    }
+                    match partition.log.delete_records_before(offset) {
+                        Ok(low) => {
+                            partition.clamp_high_watermark();
+                            r.with_low_watermark(low)
+                        }
+                        Err(e) => r.with_error_code(code(e.error_code())),
+                    }
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,132 @@
+//! Produce: validate and append each partition's batches in request order, then answer
+//! (acks=1), wait for the group-committed fsync (acks=all), or stay silent (acks=0).
+
+use super::{code, from_uuid, Ctx, Reply};
+use crate::replica::Partition;
+use crate::state::BrokerState;
+use model::ErrorCode;
+use protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use protocol::messages::{ProduceRequest, ProduceResponse};
+use protocol::ResponseKind;
+use std::sync::Arc;
+
+/// A partition's append outcome, waiting (for acks=all) on durability of `last_offset`.
+struct Appended {
+    topic: usize,
+    slot: usize,
+    partition: Arc<Partition>,
+    last_offset: i64,
+}
+
+pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply {
+    let acks = req.acks;
+    let version = ctx.version;
+    let image = state.image();
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    let mut waits = Vec::new();
+    let mut appended_any = false;
+    for td in req.topic_data {
+        let name = if version >= 13 {
+            image
+                .topic_by_id(from_uuid(td.topic_id))
+                .map(|t| t.name.to_string())
+        } else {
+            Some(td.name.0.to_string())
+        };
+        let mut partitions = Vec::with_capacity(td.partition_data.len());
+        for pd in td.partition_data {
+            let mut r = PartitionProduceResponse::default().with_index(pd.index);
+            let err = |r: PartitionProduceResponse, e: ErrorCode| {
+                r.with_error_code(code(e)).with_base_offset(-1)
+            };
+            if !(acks == 0 || acks == 1 || acks == -1) {
+                partitions.push(err(r, ErrorCode::InvalidRequiredAcks));
+                continue;
+            }
+            let Some(name) = name.as_deref() else {
+                partitions.push(err(r, ErrorCode::UnknownTopicId));
+                continue;
+            };
+            if metadata::image::is_internal_topic(name) {
+                partitions.push(err(r, ErrorCode::InvalidTopicException));
+                continue;
+            }
+            if req.transactional_id.is_some() {
+                // Transactions arrive with the transaction coordinator.
+                partitions.push(err(r, ErrorCode::TransactionalIdAuthorizationFailed));
+                continue;
+            }
+            let Some(partition) = state.replicas.get(name, pd.index) else {
+                partitions.push(err(r, ErrorCode::UnknownTopicOrPartition));
+                continue;
+            };
+            let Some(records) = pd.records else {
+                partitions.push(err(r, ErrorCode::CorruptMessage));
+                continue;
+            };
+            match partition.log.append(records, partition.leader_epoch()) {
+                Ok(info) => {
+                    partition.advance_high_watermark();
+                    appended_any = true;
+                    r = r
+                        .with_base_offset(info.base_offset)
+                        .with_log_append_time_ms(info.log_append_time_ms);
+                    if version >= 5 {
+                        r = r.with_log_start_offset(info.log_start_offset);
+                    }
+                    if acks == -1 {
+                        waits.push(Appended {
+                            topic: topics.len(),
+                            slot: partitions.len(),
+                            partition,
+                            last_offset: info.last_offset,
+                        });
+                    }
+                }
+                Err(e) => {
+                    let ec = e.error_code();
+                    tracing::debug!(partition = %partition.tp, error = %e, "produce rejected");
+                    r = err(r, ec);
+                    if version >= 8 {
+                        r = r.with_error_message(Some(super::str_bytes(e.to_string())));
+                    }
+                }
+            }
+            partitions.push(r);
+        }
+        let mut t = TopicProduceResponse::default().with_partition_responses(partitions);
+        if version >= 13 {
+            t = t.with_topic_id(td.topic_id);
+        } else {
+            t = t.with_name(td.name);
+        }
+        topics.push(t);
+    }
+    if appended_any {
+        state.notify_data();
+    }
+    if acks == 0 {
+        return Reply::None;
+    }
+    let resp = ProduceResponse::default().with_responses(topics);
+    if waits.is_empty() {
+        return ctx.ready(ResponseKind::Produce(resp));
+    }
+    Reply::Later(Box::pin(async move {
+        let mut resp = resp;
+        for w in waits {
+            if let Err(e) = w.partition.log.wait_durable(w.last_offset).await {
+                tracing::error!(partition = %w.partition.tp, error = %e, "fsync failed; log offline");
+                if let Some(p) = resp
+                    .responses
+                    .get_mut(w.topic)
+                    .and_then(|t| t.partition_responses.get_mut(w.slot))
+                {
+                    p.error_code = code(ErrorCode::KafkaStorageError);
+                    p.base_offset = -1;
+                }
+            }
+        }
+        ctx.encode(ResponseKind::Produce(resp))
+    }))
+}

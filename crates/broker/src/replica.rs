@@ -1,0 +1,118 @@
+//! The partitions this broker hosts: their logs, leader epochs and high watermarks.
+//!
+//! Single replica for now: the high watermark follows the log end offset after every append,
+//! as in Kafka with one in-sync replica. Followers and ISR slot in here later.
+
+use model::{TopicConfig, TopicId, TopicPartition};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use storage::Log;
+
+/// One hosted partition.
+pub struct Partition {
+    pub tp: TopicPartition,
+    pub topic_id: TopicId,
+    pub log: Arc<Log>,
+    leader_epoch: AtomicI32,
+    /// Offsets below it are committed and visible to consumers. *Invariant:* HW <= LEO.
+    high_watermark: AtomicI64,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("tp", &self.tp)
+            .field("hw", &self.high_watermark())
+            .finish()
+    }
+}
+
+impl Partition {
+    pub fn new(tp: TopicPartition, topic_id: TopicId, log: Log, leader_epoch: i32) -> Partition {
+        let leo = log.log_end_offset();
+        Partition {
+            tp,
+            topic_id,
+            log: Arc::new(log),
+            leader_epoch: AtomicI32::new(leader_epoch),
+            high_watermark: AtomicI64::new(leo),
+        }
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// The last stable offset; without transactions it is the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.high_watermark()
+    }
+
+    /// Moves the high watermark up to the log end offset (single replica: every appended
+    /// batch is on every in-sync replica).
+    pub fn advance_high_watermark(&self) -> i64 {
+        let leo = self.log.log_end_offset();
+        let prev = self.high_watermark.fetch_max(leo, Ordering::AcqRel);
+        debug_assert!(prev.max(leo) <= self.log.log_end_offset());
+        prev.max(leo)
+    }
+
+    /// After a truncation or log-start move, pull the HW back within the log.
+    pub fn clamp_high_watermark(&self) {
+        let leo = self.log.log_end_offset();
+        let start = self.log.log_start_offset();
+        self.high_watermark
+            .store(self.high_watermark().min(leo).max(start), Ordering::Release);
+    }
+}
+
+/// The map of hosted partitions, keyed by name and partition index.
+#[derive(Default)]
+pub struct ReplicaManager {
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+}
+
+impl ReplicaManager {
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let tp = TopicPartition::new(topic, partition);
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tp)
+            .cloned()
+    }
+
+    pub fn insert(&self, p: Arc<Partition>) {
+        self.partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.tp.clone(), p);
+    }
+
+    pub fn remove(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp)
+    }
+
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn update_config(&self, tp: &TopicPartition, config: TopicConfig) {
+        if let Some(p) = self.get(&tp.topic, tp.partition) {
+            p.log.update_config(config);
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The broker's shared state: config, metadata, hosted partitions, the clock, and the
+//! background jobs (retention, flush, compaction) that keep logs in shape.
+
+use crate::replica::{Partition, ReplicaManager};
+use crate::BrokerError;
+use metadata::{
+    ControllerError, FileMetadataLog, MetadataImage, MetadataStore, NewTopic, TopicImage,
+};
+use model::{BrokerConfig, TopicConfig, TopicPartition};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use storage::{Clock, Log, SystemClock};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The directory (inside the data dir) that holds the metadata log, named as KRaft names it.
+const METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// Everything request handlers share. Lives as long as the broker, behind an `Arc`.
+pub struct BrokerState {
+    pub config: BrokerConfig,
+    pub node_id: i32,
+    /// The advertised host and port.
+    pub host: String,
+    pub port: i32,
+    pub data_dir: PathBuf,
+    pub metadata: MetadataStore,
+    pub replicas: ReplicaManager,
+    pub clock: Arc<dyn Clock>,
+    /// Bumped whenever a high watermark moves; Fetch long-polls wait on it.
+    pub data_version: watch::Sender<u64>,
+    pub cancel: CancellationToken,
+    pub tasks: TaskTracker,
+    /// Serialises reconciliation of hosted partitions with the metadata image.
+    reconcile_lock: std::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for BrokerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerState")
+            .field("node_id", &self.node_id)
+            .finish()
+    }
+}
+
+impl BrokerState {
+    pub fn open(
+        config: BrokerConfig,
+        host: &str,
+        port: i32,
+        cancel: CancellationToken,
+        tasks: TaskTracker,
+    ) -> Result<Arc<BrokerState>, BrokerError> {
+        let data_dir = PathBuf::from(&config.data_dir);
+        std::fs::create_dir_all(&data_dir).map_err(|source| BrokerError::DataDir {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
+        let log = FileMetadataLog::open(&data_dir.join(METADATA_DIR))?;
+        let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?;
+        metadata.register(config.cluster_id.clone(), host, port)?;
+        let state = Arc::new(BrokerState {
+            node_id: config.node_id,
+            host: host.to_string(),
+            port,
+            data_dir,
+            metadata,
+            replicas: ReplicaManager::default(),
+            clock: Arc::new(SystemClock),
+            data_version: watch::Sender::new(0),
+            cancel,
+            tasks,
+            config,
+            reconcile_lock: std::sync::Mutex::new(()),
+        });
+        state.reconcile()?;
+        state.remove_stale_dirs();
+        Ok(state)
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.metadata.image()
+    }
+
+    /// The effective log config of a topic (overrides were validated when written).
+    pub fn topic_config(&self, topic: &TopicImage) -> TopicConfig {
+        self.config
+            .topic_config(&topic.configs)
+            .unwrap_or_else(|e| {
+                tracing::warn!(topic = %topic.name, error = %e, "invalid stored topic config; using defaults");
+                TopicConfig::default()
+            })
+    }
+
+    /// Wakes Fetch long-polls: some high watermark moved.
+    pub fn notify_data(&self) {
+        self.data_version.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Opens logs for partitions the image assigns to this broker, applies config changes,
+    /// and closes and deletes logs of partitions that are gone.
+    pub fn reconcile(&self) -> Result<(), BrokerError> {
+        let _guard = self
+            .reconcile_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let image = self.image();
+        let mut wanted = HashSet::new();
+        for topic in image.topics.values() {
+            let config = self.topic_config(topic);
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if !p.replicas.contains(&self.node_id) {
+                    continue;
+                }
+                let tp = TopicPartition::new(topic.name.clone(), i as i32);
+                wanted.insert(tp.clone());
+                match self.replicas.get(&topic.name, i as i32) {
+                    Some(existing) if existing.topic_id == topic.id => {
+                        existing.log.update_config(config.clone());
+                    }
+                    stale => {
+                        if let Some(old) = stale {
+                            self.drop_partition(&old);
+                        }
+                        let dir = self.data_dir.join(tp.dir_name());
+                        let log = Log::open(&dir, config.clone(), self.clock.clone()).map_err(
+                            |source| BrokerError::Partition {
+                                partition: tp.to_string(),
+                                source,
+                            },
+                        )?;
+                        self.replicas.insert(Arc::new(Partition::new(
+                            tp,
+                            topic.id,
+                            log,
+                            p.leader_epoch,
+                        )));
+                    }
+                }
+            }
+        }
+        for p in self.replicas.all() {
+            if !wanted.contains(&p.tp) {
+                self.drop_partition(&p);
+            }
+        }
+        Ok(())
+    }
+
+    fn drop_partition(&self, p: &Arc<Partition>) {
+        self.replicas.remove(&p.tp);
+        if let Err(e) = p.log.delete_dir() {
+            tracing::error!(partition = %p.tp, error = %e, "deleting partition directory failed");
+        }
+        self.notify_data();
+    }
+
+    /// Removes partition directories left by topics deleted while the broker was down.
+    fn remove_stale_dirs(&self) {
+        let hosted: HashSet<String> = self
+            .replicas
+            .all()
+            .iter()
+            .map(|p| p.tp.dir_name())
+            .collect();
+        let Ok(entries) = std::fs::read_dir(&self.data_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let is_partition_dir = name
+                .rsplit_once('-')
+                .is_some_and(|(t, p)| !t.is_empty() && p.parse::<u32>().is_ok());
+            if entry.path().is_dir()
+                && is_partition_dir
+                && name != METADATA_DIR
+                && !hosted.contains(&name)
+            {
+                tracing::info!(dir = %name, "removing directory of a deleted partition");
+                if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                    tracing::warn!(dir = %name, error = %e, "could not remove stale directory");
+                }
+            }
+        }
+    }
+
+    /// Creates a topic on first use, if `auto.create.topics.enable` allows.
+    pub fn auto_create(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+        let created = self.metadata.create_topic(
+            NewTopic {
+                name: name.to_string(),
+                partitions: -1,
+                replication_factor: -1,
+                configs: Default::default(),
+            },
+            self.config.num_partitions,
+            self.config.default_replication_factor,
+            false,
+        );
+        let topic = match created {
+            Ok(t) => t,
+            // Another request created it first: that's success for us.
+            Err(e) if e.code == model::ErrorCode::TopicAlreadyExists => {
+                self.image().topic(name).cloned().ok_or(e)?
+            }
+            Err(e) => return Err(e),
+        };
+        self.reconcile_or_log();
+        tracing::info!(
+            topic = name,
+            partitions = topic.partitions.len(),
+            "auto-created topic"
+        );
+        Ok(topic)
+    }
+
+    /// Reconciles after a metadata change; a failure to open a log is logged (the partition
+    /// stays unavailable and the error is visible in its responses) rather than failing the
+    /// request that caused the change.
+    pub fn reconcile_or_log(&self) {
+        if let Err(e) = self.reconcile() {
+            tracing::error!(error = %e, "applying metadata change to local partitions failed");
+        }
+    }
+
+    /// Starts the periodic jobs: flush.ms checks, retention, compaction.
+    pub fn start_background(self: &Arc<Self>) {
+        let every = |ms: i64| Duration::from_millis(ms.max(10) as u64);
+        self.spawn_periodic(
+            "flush",
+            every(self.config.log_flush_scheduler_interval_ms),
+            |p| p.log.maybe_flush().map(|_| ()),
+        );
+        self.spawn_periodic(
+            "retention",
+            every(self.config.log_retention_check_interval_ms),
+            |p| {
+                let r = p.log.run_retention().map(|_| ());
+                p.clamp_high_watermark();
+                r
+            },
+        );
+        self.spawn_periodic(
+            "compaction",
+            every(self.config.log_cleaner_backoff_ms),
+            |p| p.log.run_compaction().map(|_| ()),
+        );
+    }
+
+    fn spawn_periodic(
+        self: &Arc<Self>,
+        name: &'static str,
+        period: Duration,
+        job: fn(&Partition) -> Result<(), storage::StorageError>,
+    ) {
+        let state = self.clone();
+        self.tasks.spawn(async move {
+            let mut ticker = tokio::time::interval(period);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                tokio::select! {
+                    _ = state.cancel.cancelled() => return,
+                    _ = ticker.tick() => {}
+                }
+                let partitions = state.replicas.all();
+                let result = tokio::task::spawn_blocking(move || {
+                    for p in partitions {
+                        if let Err(e) = job(&p) {
+                            tracing::error!(job = name, partition = %p.tp, error = %e, "background log job failed");
+                        }
+                    }
+                })
+                .await;
+                if let Err(e) = result {
+                    tracing::error!(job = name, error = %e, "background log job panicked");
+                }
+            }
+        });
+    }
+
+    /// Flushes every log and writes clean-shutdown markers.
+    pub fn close_logs(&self) {
+        for p in self.replicas.all() {
+            if let Err(e) = p.log.close() {
+                tracing::error!(partition = %p.tp, error = %e, "closing log failed");
+            }
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}

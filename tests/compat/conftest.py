@@ -226,16 +226,17 @@ class BrokerPool:
 def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"rep_{report.when}", report)
+    if report.when == "call" and report.failed:
+        # Attach the tail of every broker log this test touched to the failure report.
+        for name, value in getattr(item, "funcargs", {}).items():
+            servers = value.servers if isinstance(value, BrokerPool) else [value] if isinstance(value, MoldauServer) else []
+            for server in servers:
+                report.sections.append((f"moldau log ({name}: {server.log_path})", server.log_tail()))
     return report
 
 
 def _report_pool(request, pool: BrokerPool) -> None:
     problems = pool.stop_all()
-    failed = any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
-                 for w in ("setup", "call"))
-    if failed:
-        for server in pool.servers:
-            print(f"--- broker log {server.log_path} (tail) ---\n{server.log_tail()}")
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 
@@ -283,3 +284,13 @@ def assert_serving():
     return kwire.assert_serving
 
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    # A shared broker that died in an earlier test would make every later test wait for client
+    # timeouts; fail those fast instead.
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, MoldauServer) and value.proc is not None and not value.alive():
+            pytest.fail(f"shared moldau broker is dead (exit code {value.proc.returncode})\n{value.log_tail()}",
+                        pytrace=False)

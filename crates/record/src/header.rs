@@ -229,6 +229,25 @@ pub fn set_log_append_time(buf: &mut [u8], now_ms: i64) -> Result<(), RecordErro
     recompute_crc(buf)
 }
 
+/// Like [`set_log_append_time`] for a batch held as its 61-byte header plus the record bytes
+/// that follow, so the broker can patch a batch without copying it: only `header` changes,
+/// and its CRC is computed over header attributes..end followed by `records`.
+pub fn set_log_append_time_split(
+    header: &mut [u8],
+    records: &[u8],
+    now_ms: i64,
+) -> Result<(), RecordError> {
+    if header.len() != HEADER_LEN {
+        return Err(RecordError::corrupt("header slice is not 61 bytes"));
+    }
+    let attrs = be_i16(header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_BIT;
+    header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
+
 /// Recomputes the CRC32C over attributes..end and stores it.
 pub fn recompute_crc(buf: &mut [u8]) -> Result<(), RecordError> {
     check_len(buf)?;
@@ -399,6 +418,12 @@ mod tests {
         assert_eq!(h.partition_leader_epoch, 7);
         assert_eq!(h.max_timestamp, 99_999);
         assert_eq!(h.timestamp_type(), TimestampKind::LogAppendTime);
+        let mut split = sample();
+        let (head, body) = split.split_at_mut(HEADER_LEN);
+        set_log_append_time_split(head, body, 99_999).unwrap();
+        set_base_offset(&mut split, 42).unwrap();
+        set_partition_leader_epoch(&mut split, 7).unwrap();
+        assert_eq!(split, buf);
     }
 
     #[test]

@@ -1,0 +1,218 @@
+//! Log compaction: keep the newest record per key in the cleanable part of the log.
+//!
+//! The cleanable part is the inactive segments whose newest record is older than
+//! `min.compaction.lag.ms`; a pass runs when the bytes past the cleaner checkpoint make up
+//! at least `min.cleanable.dirty.ratio` of it. Pass 1 maps each key to its newest offset;
+//! pass 2 rewrites each segment to `<base>.log.cleaned` keeping a record only if it is the
+//! newest for its key (tombstones also go once their batch is older than
+//! `delete.retention.ms`), with offsets and order preserved. Appends are never blocked:
+//! cleaning reads immutable segments, and only the final swap of each segment takes the
+//! maintenance lock and, briefly, the segment-list write lock. Keyless records are
+//! dropped (Kafka rejects them on compacted topics). Control batches are kept as they are.
+//! A batch emptied of records is kept (empty) if it is its producer's newest batch, so
+//! idempotent producer state survives.
+//!
+//! Crash safety: the old index files are removed before the cleaned file is renamed over
+//! the segment, so a crash leaves either the old log with its index, or a log without index
+//! files (rebuilt on open).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use record::{decode_records, BatchBuilder, NewRecord};
+
+use crate::error::StorageError;
+use crate::index::write_file_atomic;
+use crate::log::{
+    sync_dir, CompactionStats, Shared, CLEANER_CHECKPOINT_FILE, DECOMPRESS_MAX_BYTES,
+};
+use crate::segment::{file_name, Segment};
+
+pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
+    let config = s.config();
+    let mut stats = CompactionStats::default();
+    if !config.cleanup_policy.compact {
+        return Ok(stats);
+    }
+    s.check_online()?;
+    let now = s.clock.now_ms();
+    let segs = s.segments.read().clone();
+    let mut cleanable: Vec<Arc<Segment>> = Vec::new();
+    for seg in &segs[..segs.len() - 1] {
+        let t = seg.meta().max_timestamp;
+        if config.min_compaction_lag_ms > 0 && now.saturating_sub(t) < config.min_compaction_lag_ms
+        {
+            break;
+        }
+        cleanable.push(Arc::clone(seg));
+    }
+    let checkpoint = s.cleaner_checkpoint.load(Ordering::Acquire);
+    let total: u64 = cleanable.iter().map(|g| g.size()).sum();
+    let dirty: u64 = cleanable
+        .iter()
+        .filter(|g| g.next_offset() > checkpoint)
+        .map(|g| g.size())
+        .sum();
+    if dirty == 0 || (dirty as f64) < config.min_cleanable_dirty_ratio * total as f64 {
+        return Ok(stats);
+    }
+    let Some(end_offset) = cleanable.last().map(|g| g.next_offset()) else {
+        return Ok(stats);
+    };
+    stats.ran = true;
+
+    // Pass 1: newest offset of every key in the cleanable range.
+    let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+    for seg in &cleanable {
+        seg.for_each_batch(|_, h, bytes| {
+            if h.is_control() {
+                return Ok(());
+            }
+            let bytes = Bytes::copy_from_slice(bytes);
+            let (_, records) = decode_records(&bytes, DECOMPRESS_MAX_BYTES)
+                .map_err(|e| corrupt(seg, e.to_string()))?;
+            for r in records {
+                let r = r.map_err(|e| corrupt(seg, e.to_string()))?;
+                if let Some(k) = r.key {
+                    let e = latest.entry(k.to_vec()).or_insert(r.offset);
+                    *e = (*e).max(r.offset);
+                }
+            }
+            Ok(())
+        })?;
+    }
+
+    // Pass 2: rewrite segment by segment.
+    let producers = s.append.lock().producers.clone();
+    let interval = config.index_interval_bytes.max(0) as u64;
+    let tombstone_horizon = now.saturating_sub(config.delete_retention_ms);
+    for seg in &cleanable {
+        let start = s.log_start();
+        let cleaned_path = s
+            .dir
+            .join(format!("{}.cleaned", file_name(seg.base_offset, "log")));
+        let file = fs::File::create(&cleaned_path)
+            .map_err(|e| StorageError::io("create", &cleaned_path, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut changed = false;
+        let mut removed = 0u64;
+        seg.for_each_batch(|_, h, bytes| {
+            let write = |out: &mut BufWriter<fs::File>, b: &[u8]| {
+                out.write_all(b)
+                    .map_err(|e| StorageError::io("write", &cleaned_path, e))
+            };
+            if h.last_offset() < start {
+                changed = true;
+                removed += h.records_count.max(0) as u64;
+                return Ok(());
+            }
+            if h.is_control() {
+                return write(&mut out, bytes);
+            }
+            let owned = Bytes::copy_from_slice(bytes);
+            let (_, records) = decode_records(&owned, DECOMPRESS_MAX_BYTES)
+                .map_err(|e| corrupt(seg, e.to_string()))?;
+            let mut kept = Vec::new();
+            let mut count = 0usize;
+            for r in records {
+                let r = r.map_err(|e| corrupt(seg, e.to_string()))?;
+                count += 1;
+                let newest = r
+                    .key
+                    .as_ref()
+                    .is_some_and(|k| latest.get(k.as_ref()) == Some(&r.offset));
+                let expired_tombstone = r.value.is_none() && h.max_timestamp < tombstone_horizon;
+                if newest && !expired_tombstone && r.offset >= start {
+                    kept.push(r);
+                }
+            }
+            if kept.len() == count {
+                return write(&mut out, bytes);
+            }
+            changed = true;
+            removed += (count - kept.len()) as u64;
+            if kept.is_empty()
+                && !(h.has_producer_id() && producers.is_last_batch(h.producer_id, h.last_offset()))
+            {
+                return Ok(());
+            }
+            let mut b =
+                BatchBuilder::new(h.compression().map_err(|e| corrupt(seg, e.to_string()))?)
+                    .base_offset(h.base_offset)
+                    .partition_leader_epoch(h.partition_leader_epoch)
+                    .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+                    .transactional(h.is_transactional())
+                    .timestamp_type(h.timestamp_type())
+                    .base_timestamp(h.base_timestamp)
+                    .last_offset_delta(h.last_offset_delta);
+            for r in &kept {
+                b.push_at(
+                    r.offset_delta,
+                    &NewRecord {
+                        key: r.key.clone(),
+                        value: r.value.clone(),
+                        headers: r.headers.clone(),
+                        timestamp: r.timestamp,
+                    },
+                );
+            }
+            let rebuilt = b.build().map_err(|e| corrupt(seg, e.to_string()))?;
+            write(&mut out, &rebuilt)
+        })?;
+        let file = out
+            .into_inner()
+            .map_err(|e| StorageError::io("write", &cleaned_path, e.into_error()))?;
+        if !changed {
+            drop(file);
+            let _ = fs::remove_file(&cleaned_path);
+            continue;
+        }
+        file.sync_all()
+            .map_err(|e| StorageError::io("fsync", &cleaned_path, e))?;
+        drop(file);
+
+        let _m = s.maintenance.lock();
+        let still_there = s.segments.read().iter().any(|g| Arc::ptr_eq(g, seg));
+        if !still_there {
+            // Retention or truncation removed it meanwhile.
+            let _ = fs::remove_file(&cleaned_path);
+            continue;
+        }
+        seg.remove_index_files();
+        sync_dir(&s.dir)?;
+        let log_path = seg.log_path();
+        fs::rename(&cleaned_path, &log_path)
+            .map_err(|e| StorageError::io("rename", &cleaned_path, e))?;
+        sync_dir(&s.dir)?;
+        let (new_seg, _) = Segment::open(&s.dir, seg.base_offset, false, interval, now)?;
+        new_seg.write_indexes()?;
+        let new_seg = Arc::new(new_seg);
+        {
+            let mut list = s.segments.write();
+            if let Some(slot) = list.iter_mut().find(|g| Arc::ptr_eq(g, seg)) {
+                *slot = Arc::clone(&new_seg);
+            }
+        }
+        stats.segments_cleaned += 1;
+        stats.bytes_before += seg.size();
+        stats.bytes_after += new_seg.size();
+        stats.records_removed += removed;
+    }
+    s.cleaner_checkpoint.fetch_max(end_offset, Ordering::AcqRel);
+    write_file_atomic(
+        &s.dir.join(CLEANER_CHECKPOINT_FILE),
+        end_offset.to_string().as_bytes(),
+    )?;
+    Ok(stats)
+}
+
+fn corrupt(seg: &Segment, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        path: seg.log_path(),
+        reason,
+    }
+}

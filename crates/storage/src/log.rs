@@ -1,0 +1,1121 @@
+//! `Log`: one partition's log — append, read, lookups, roll, retention, truncation,
+//! recovery and durability (flush policies and group commit).
+//!
+//! Concurrency: appends (and everything that changes the log's shape: roll, truncation,
+//! segment deletion) are serialised by `append`; `maintenance` serialises retention,
+//! DeleteRecords, truncation and compaction's final swap with each other. Reads take the
+//! segment-list read lock only long enough to clone an `Arc<Segment>`, then use positional
+//! reads, so they run concurrently with appends. Offsets become visible to readers only
+//! after their bytes and index entries are in place (`Segment::publish`, then `leo`).
+//!
+//! Group commit: a dedicated flusher thread owned by the log performs fsyncs. Callers of
+//! `wait_durable` raise the requested offset and wait on a watch channel; while one fsync
+//! runs, all appends that land meanwhile are covered by the next one, so any number of
+//! concurrent waiters share one fsync per round. A failed fsync takes the log offline for
+//! good (never retried: the kernel may have dropped the dirty pages).
+
+use std::collections::hash_map::Entry;
+use std::fs;
+use std::io::IoSlice;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use model::{TimestampType, TopicConfig};
+use parking_lot::{Condvar, Mutex, RwLock};
+use record::{
+    decode_records, set_base_offset, set_log_append_time_split, set_partition_leader_epoch,
+    split_batches, validate_batch, BatchHeader, RecordError, HEADER_LEN, LENGTH_OFFSET,
+    LOG_OVERHEAD,
+};
+
+use crate::clock::Clock;
+use crate::error::{AppendError, ReadError, StorageError};
+use crate::index::{read_file_opt, write_file_atomic};
+use crate::producer::{Check, ProducerStateMap};
+use crate::segment::{file_name, Segment};
+
+const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+const LOG_START_FILE: &str = "log-start-offset";
+pub(crate) const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset";
+/// Cap on the decompressed size of one batch when a lookup must look inside it.
+pub(crate) const DECOMPRESS_MAX_BYTES: usize = 64 << 20;
+/// Producer-state snapshots kept on disk (older ones are deleted at each roll).
+const SNAPSHOTS_KEPT: usize = 2;
+
+/// The outcome of a successful append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker time stamped on the batches, or -1 under CreateTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    /// A retry of a batch already in the log: nothing was written and the offsets are the
+    /// original ones.
+    pub duplicate: bool,
+}
+
+/// Whole batches read from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, possibly empty.
+    pub data: Bytes,
+    /// Base offset of the first batch returned, -1 when empty.
+    pub first_offset: i64,
+    /// The offset after the last batch returned (the requested offset when empty).
+    pub next_offset: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionStats {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// False when there was nothing (or not enough) to clean.
+    pub ran: bool,
+    pub segments_cleaned: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+}
+
+pub(crate) struct AppendState {
+    pub producers: ProducerStateMap,
+}
+
+struct FlushRequest {
+    requested: i64,
+    shutdown: bool,
+}
+
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub clock: Arc<dyn Clock>,
+    pub config: RwLock<Arc<TopicConfig>>,
+    pub segments: RwLock<Vec<Arc<Segment>>>,
+    pub append: Mutex<AppendState>,
+    pub maintenance: Mutex<()>,
+    flush_lock: Mutex<()>,
+    leo: AtomicI64,
+    log_start: AtomicI64,
+    durable: AtomicI64,
+    offline: AtomicBool,
+    closed: AtomicBool,
+    unflushed_messages: AtomicI64,
+    last_flush_ms: AtomicI64,
+    dir_dirty: AtomicBool,
+    pub cleaner_checkpoint: AtomicI64,
+    flush_req: Mutex<FlushRequest>,
+    flush_cv: Condvar,
+    durable_tx: tokio::sync::watch::Sender<i64>,
+}
+
+/// One partition's log. `Send + Sync`; share it as `Arc<Log>`. Dropping it without
+/// `close` is a crash as far as the files are concerned (the next open recovers).
+pub struct Log {
+    pub(crate) shared: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.shared.dir)
+            .field("log_start", &self.log_start_offset())
+            .field("log_end", &self.log_end_offset())
+            .finish()
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io("fsync directory", dir, e))
+}
+
+fn parse_base(name: &str, ext: &str) -> Option<i64> {
+    let stem = name.strip_suffix(ext)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+fn read_i64_file(path: &Path) -> Result<Option<i64>, StorageError> {
+    Ok(read_file_opt(path, 64)?
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.trim().parse().ok()))
+}
+
+impl Shared {
+    pub fn offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+
+    pub fn check_online(&self) -> Result<(), StorageError> {
+        if self.offline() || self.closed.load(Ordering::Acquire) {
+            Err(StorageError::Offline(self.dir.clone()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes the log offline after an I/O failure; loud, and permanent for this instance.
+    pub fn go_offline(&self, err: StorageError) -> StorageError {
+        if !self.offline.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %self.dir.display(), error = %err,
+                "log is going offline after a failed write or fsync; it will not be retried");
+        }
+        self.durable_tx.send_modify(|_| {});
+        err
+    }
+
+    pub fn active(&self) -> Arc<Segment> {
+        let segs = self.segments.read();
+        Arc::clone(&segs[segs.len() - 1])
+    }
+
+    pub fn leo(&self) -> i64 {
+        self.leo.load(Ordering::Acquire)
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    /// fsyncs the active segment (rolled segments were synced at roll) and publishes the
+    /// new durable offset.
+    fn flush_inner(&self) -> Result<(), StorageError> {
+        let _f = self.flush_lock.lock();
+        self.check_online()?;
+        let target = self.leo();
+        let active = self.active();
+        if let Err(e) = active.sync() {
+            return Err(self.go_offline(StorageError::io("fsync", active.log_path(), e)));
+        }
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = sync_dir(&self.dir) {
+                return Err(self.go_offline(e));
+            }
+        }
+        self.unflushed_messages.store(0, Ordering::Release);
+        self.last_flush_ms
+            .store(self.clock.now_ms(), Ordering::Release);
+        let prev = self.durable.fetch_max(target, Ordering::AcqRel);
+        if target > prev {
+            self.durable_tx.send_replace(target);
+        }
+        Ok(())
+    }
+
+    fn flusher_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut r = self.flush_req.lock();
+                loop {
+                    if r.shutdown {
+                        return;
+                    }
+                    let durable = self.durable.load(Ordering::Acquire);
+                    if !self.offline() && r.requested > durable && self.leo() > durable {
+                        break;
+                    }
+                    self.flush_cv.wait(&mut r);
+                }
+            }
+            // Errors are published through `offline`; waiters see them.
+            let _ = self.flush_inner();
+        }
+    }
+
+    pub fn config(&self) -> Arc<TopicConfig> {
+        Arc::clone(&self.config.read())
+    }
+
+    fn snapshot_path(&self, offset: i64) -> PathBuf {
+        self.dir.join(file_name(offset, "snapshot"))
+    }
+
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
+        let mut out = Vec::new();
+        let rd = fs::read_dir(&self.dir).map_err(|e| StorageError::io("list", &self.dir, e))?;
+        for e in rd.flatten() {
+            if let Some(o) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| parse_base(n, ".snapshot"))
+            {
+                out.push(o);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Writes a producer-state snapshot at `offset` and prunes old ones.
+    fn write_snapshot(
+        &self,
+        producers: &ProducerStateMap,
+        offset: i64,
+    ) -> Result<(), StorageError> {
+        write_file_atomic(&self.snapshot_path(offset), &producers.encode())?;
+        let snaps = self.snapshot_offsets()?;
+        if snaps.len() > SNAPSHOTS_KEPT {
+            for o in &snaps[..snaps.len() - SNAPSHOTS_KEPT] {
+                let _ = fs::remove_file(self.snapshot_path(*o));
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds producer state: newest valid snapshot at or below the log end, then the
+    /// batch headers after it. Snapshots past the log end (after truncation) are removed.
+    fn load_producer_state(&self) -> Result<ProducerStateMap, StorageError> {
+        let leo = self.leo();
+        let mut map = ProducerStateMap::default();
+        let mut from = self.log_start();
+        for o in self.snapshot_offsets()?.into_iter().rev() {
+            if o > leo {
+                let _ = fs::remove_file(self.snapshot_path(o));
+                continue;
+            }
+            if let Some(bytes) = read_file_opt(&self.snapshot_path(o), 64 << 20)? {
+                if let Some(m) = ProducerStateMap::decode(&bytes) {
+                    map = m;
+                    from = from.max(o);
+                    break;
+                }
+            }
+        }
+        let segs = self.segments.read().clone();
+        for seg in segs {
+            if seg.next_offset() <= from {
+                continue;
+            }
+            let Some((mut pos, _)) = seg.find_batch(from)? else {
+                continue;
+            };
+            let limit = seg.size();
+            while let Some(h) = seg.read_header(pos, limit)? {
+                map.update(&h);
+                pos += h.total_size() as u64;
+            }
+        }
+        Ok(map)
+    }
+
+    /// Finishes the active segment (fsync, index files) and starts a new one at the log
+    /// end. Called with the append lock held.
+    fn roll(&self, st: &AppendState) -> Result<Arc<Segment>, StorageError> {
+        let old = self.active();
+        if old.size() == 0 {
+            return Ok(old);
+        }
+        // Rolled segments are made durable here, so recovery only has to scan the last one.
+        if let Err(e) = old.sync() {
+            return Err(self.go_offline(StorageError::io("fsync", old.log_path(), e)));
+        }
+        old.write_indexes()?;
+        let base = self.leo();
+        let seg = Arc::new(Segment::create(&self.dir, base, self.clock.now_ms())?);
+        if let Err(e) = sync_dir(&self.dir) {
+            return Err(self.go_offline(e));
+        }
+        self.segments.write().push(Arc::clone(&seg));
+        self.write_snapshot(&st.producers, base)?;
+        Ok(seg)
+    }
+
+    /// Removes the oldest segments selected by `pick` (never the active one) and advances
+    /// the log start to the new first segment. Called with `maintenance` held.
+    fn delete_oldest_segments(
+        &self,
+        mut pick: impl FnMut(&Segment, u64) -> bool,
+    ) -> Result<RetentionStats, StorageError> {
+        let mut stats = RetentionStats::default();
+        let doomed: Vec<Arc<Segment>> = {
+            let mut segs = self.segments.write();
+            let total: u64 = segs.iter().map(|s| s.size()).sum();
+            let mut remaining = total;
+            let mut n = 0;
+            while n + 1 < segs.len() && pick(&segs[n], remaining) {
+                remaining -= segs[n].size();
+                n += 1;
+            }
+            if n == 0 {
+                stats.log_start_offset = self.log_start();
+                return Ok(stats);
+            }
+            let doomed: Vec<_> = segs.drain(..n).collect();
+            let new_start = segs[0].base_offset;
+            self.log_start.fetch_max(new_start, Ordering::AcqRel);
+            doomed
+        };
+        for seg in &doomed {
+            stats.segments_deleted += 1;
+            stats.bytes_deleted += seg.size();
+            seg.delete_files()?;
+        }
+        let start = self.log_start();
+        for o in self.snapshot_offsets()? {
+            // Keep the newest snapshot at or below the start; replay needs one base.
+            if o < start
+                && self
+                    .snapshot_offsets()?
+                    .iter()
+                    .any(|&x| x > o && x <= start)
+            {
+                let _ = fs::remove_file(self.snapshot_path(o));
+            }
+        }
+        stats.log_start_offset = start;
+        Ok(stats)
+    }
+}
+
+impl Log {
+    /// Opens (recovering if needed) or creates the partition log in `dir`.
+    pub fn open(
+        dir: &Path,
+        config: TopicConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Log, StorageError> {
+        fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let interval = config.index_interval_bytes.max(0) as u64;
+        let now = clock.now_ms();
+
+        let mut bases = Vec::new();
+        let rd = fs::read_dir(dir).map_err(|e| StorageError::io("list", dir, e))?;
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(".tmp") || name.ends_with(".cleaned") {
+                // Leftovers of an interrupted atomic write or compaction.
+                let _ = fs::remove_file(e.path());
+            } else if let Some(b) = parse_base(name, ".log") {
+                bases.push(b);
+            }
+        }
+        bases.sort_unstable();
+        let checkpoint_start = read_i64_file(&dir.join(LOG_START_FILE))?.unwrap_or(0);
+
+        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let last = i + 1 == bases.len();
+            let prev_next = segments.last().map(|s| s.next_offset());
+            if prev_next.is_some_and(|n| base < n) {
+                // Overlapping segments: the layout is damaged from here on.
+                tracing::warn!(dir = %dir.display(), base, "segment overlaps its predecessor; dropping it and later ones");
+                break;
+            }
+            let (seg, truncated) = Segment::open(dir, base, clean || !last, interval, now)?;
+            segments.push(Arc::new(seg));
+            i += 1;
+            if truncated && !last {
+                tracing::warn!(dir = %dir.display(), base, "corrupt batch in a middle segment; dropping later segments");
+                break;
+            }
+        }
+        // Whatever was not loaded is past the first damage: remove it.
+        for &base in &bases[i..] {
+            for ext in ["log", "index", "timeindex"] {
+                let _ = fs::remove_file(dir.join(file_name(base, ext)));
+            }
+        }
+        if segments.is_empty() {
+            segments.push(Arc::new(Segment::create(
+                dir,
+                checkpoint_start.max(0),
+                now,
+            )?));
+        }
+        let leo = segments[segments.len() - 1].next_offset();
+        let log_start = checkpoint_start.max(segments[0].base_offset).min(leo);
+        let cleaner_checkpoint = read_i64_file(&dir.join(CLEANER_CHECKPOINT_FILE))?
+            .unwrap_or(0)
+            .clamp(log_start, leo);
+
+        let (durable_tx, _) = tokio::sync::watch::channel(leo);
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            clock,
+            config: RwLock::new(Arc::new(config)),
+            segments: RwLock::new(segments),
+            append: Mutex::new(AppendState {
+                producers: ProducerStateMap::default(),
+            }),
+            maintenance: Mutex::new(()),
+            flush_lock: Mutex::new(()),
+            leo: AtomicI64::new(leo),
+            log_start: AtomicI64::new(log_start),
+            durable: AtomicI64::new(leo),
+            offline: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            unflushed_messages: AtomicI64::new(0),
+            last_flush_ms: AtomicI64::new(now),
+            dir_dirty: AtomicBool::new(false),
+            cleaner_checkpoint: AtomicI64::new(cleaner_checkpoint),
+            flush_req: Mutex::new(FlushRequest {
+                requested: 0,
+                shutdown: false,
+            }),
+            flush_cv: Condvar::new(),
+            durable_tx,
+        });
+        shared.append.lock().producers = shared.load_producer_state()?;
+        if clean {
+            // The marker must be gone (durably) before anything new is written, or a crash
+            // later would skip the recovery scan.
+            fs::remove_file(&marker).map_err(|e| StorageError::io("remove", &marker, e))?;
+        } else {
+            // What recovery kept may still be only in the page cache (process crash).
+            let active = shared.active();
+            active
+                .sync()
+                .map_err(|e| StorageError::io("fsync", active.log_path(), e))?;
+        }
+        sync_dir(dir)?;
+        let s2 = Arc::clone(&shared);
+        let flusher = std::thread::Builder::new()
+            .name("log-flusher".into())
+            .spawn(move || s2.flusher_loop())
+            .map_err(|e| StorageError::io("spawn flusher thread", dir, e))?;
+        Ok(Log {
+            shared,
+            flusher: Mutex::new(Some(flusher)),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Appends one or more v2 batches (a Produce request's records) as one unit: every
+    /// batch is validated first and nothing is written unless all pass.
+    pub fn append(&self, batches: Bytes, leader_epoch: i32) -> Result<AppendInfo, AppendError> {
+        let s = &*self.shared;
+        s.check_online()?;
+        let config = s.config();
+        let parts = split_batches(&batches)?;
+        if parts.is_empty() {
+            return Err(RecordError::InvalidRecord("no record batches".into()).into());
+        }
+        let segment_bytes = config.segment_bytes.max(0) as usize;
+        if batches.len() > segment_bytes {
+            return Err(AppendError::RecordListTooLarge {
+                size: batches.len(),
+                max: segment_bytes,
+            });
+        }
+        // Validation (CRC over every byte) runs before the lock: it is the costly part.
+        let max_msg = config.max_message_bytes.max(0) as usize;
+        let mut headers = Vec::with_capacity(parts.len());
+        for p in &parts {
+            headers.push(validate_batch(p, max_msg)?);
+        }
+        let log_append = config.message_timestamp_type == TimestampType::LogAppendTime;
+
+        let mut st = s.append.lock();
+        s.check_online()?;
+        let now = s.clock.now_ms();
+        if !log_append {
+            for h in &headers {
+                let ts = h.max_timestamp;
+                if ts >= 0
+                    && (now.saturating_sub(ts) > config.message_timestamp_before_max_ms
+                        || ts.saturating_sub(now) > config.message_timestamp_after_max_ms)
+                {
+                    return Err(AppendError::InvalidTimestamp { timestamp: ts, now });
+                }
+            }
+        }
+
+        // Assign offsets and run producer checks against a scratch copy of the touched
+        // producers, so later batches of the request see earlier ones, and a failure
+        // leaves the real state untouched.
+        let base = s.leo();
+        let mut next = base;
+        let mut scratch = ProducerStateMap::default();
+        for h in headers.iter_mut() {
+            h.base_offset = next;
+            if log_append {
+                h.max_timestamp = now;
+            }
+            if h.producer_id >= 0 {
+                if let Entry::Vacant(v) = scratch.producers.entry(h.producer_id) {
+                    if let Some(e) = st.producers.producers.get(&h.producer_id) {
+                        v.insert(e.clone());
+                    }
+                }
+                match scratch.check(h)? {
+                    Check::Duplicate(b) => {
+                        return Ok(AppendInfo {
+                            base_offset: b.base_offset,
+                            last_offset: b.last_offset,
+                            log_append_time_ms: if log_append { b.max_timestamp } else { -1 },
+                            log_start_offset: s.log_start(),
+                            duplicate: true,
+                        });
+                    }
+                    Check::Append => scratch.update(h),
+                }
+            }
+            next = h.next_offset();
+        }
+
+        let mut seg = s.active();
+        if self.should_roll(&seg, batches.len() as u64, next - 1, &config, now) {
+            seg = s.roll(&st)?;
+        }
+
+        // Patch copies of the headers only; the record bytes are written from the caller's
+        // buffer as they are (one vectored write for the whole request).
+        let mut patched: Vec<[u8; HEADER_LEN]> = Vec::with_capacity(parts.len());
+        for (p, h) in parts.iter().zip(&headers) {
+            let mut hdr = [0u8; HEADER_LEN];
+            hdr.copy_from_slice(&p[..HEADER_LEN]);
+            set_base_offset(&mut hdr, h.base_offset)?;
+            set_partition_leader_epoch(&mut hdr, leader_epoch)?;
+            if log_append {
+                set_log_append_time_split(&mut hdr, &p[HEADER_LEN..], now)?;
+            }
+            patched.push(hdr);
+        }
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len() * 2);
+        for (p, hdr) in parts.iter().zip(&patched) {
+            slices.push(IoSlice::new(hdr));
+            slices.push(IoSlice::new(&p[HEADER_LEN..]));
+        }
+        if let Err(e) = seg.write_all(&mut slices) {
+            return Err(s.go_offline(e).into());
+        }
+
+        let interval = config.index_interval_bytes.max(0) as u64;
+        let mut pos = seg.size();
+        let mut records = 0i64;
+        {
+            let mut meta = seg.meta_mut();
+            for h in &headers {
+                meta.on_batch(seg.base_offset, h, pos, interval);
+                pos += h.total_size() as u64;
+                records += i64::from(h.records_count);
+            }
+        }
+        seg.publish(pos);
+        for h in &headers {
+            st.producers.update(h);
+        }
+        s.leo.store(next, Ordering::Release);
+        drop(st);
+
+        let unflushed = s.unflushed_messages.fetch_add(records, Ordering::AcqRel) + records;
+        if unflushed >= config.flush_messages {
+            s.flush_inner()?;
+        }
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: next - 1,
+            log_append_time_ms: if log_append { now } else { -1 },
+            log_start_offset: s.log_start(),
+            duplicate: false,
+        })
+    }
+
+    fn should_roll(
+        &self,
+        seg: &Segment,
+        incoming: u64,
+        last_offset: i64,
+        config: &TopicConfig,
+        now: i64,
+    ) -> bool {
+        let size = seg.size();
+        if size == 0 {
+            return false;
+        }
+        let meta = seg.meta();
+        let max_index_entries = (config.segment_index_bytes.max(8) / 8) as usize;
+        // segment.ms counts from the segment's creation by the log's clock (Kafka uses the
+        // first batch's timestamp, which producers control; the clock is not theirs).
+        size + incoming > config.segment_bytes.max(0) as u64
+            || now.saturating_sub(meta.created_ms)
+                > config.segment_ms.saturating_sub(config.segment_jitter_ms)
+            || meta.offset_index.len() >= max_index_entries
+            || last_offset - seg.base_offset > i64::from(u32::MAX)
+            || size + incoming > u64::from(u32::MAX)
+    }
+
+    /// Reads whole batches starting with the one containing `offset`: up to `max_bytes`
+    /// (but the first batch whole if `min_one_batch`), never including a batch that
+    /// reaches `upper_bound` (exclusive, e.g. the high watermark). Data comes from one
+    /// segment per call.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, ReadError> {
+        let s = &*self.shared;
+        let leo = s.leo();
+        let log_start = s.log_start();
+        if offset < log_start || offset > leo {
+            return Err(ReadError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: leo,
+            });
+        }
+        let empty = ReadResult {
+            data: Bytes::new(),
+            first_offset: -1,
+            next_offset: offset,
+            log_start_offset: log_start,
+            log_end_offset: leo,
+        };
+        let bound = upper_bound.min(leo);
+        if offset >= bound {
+            return Ok(empty);
+        }
+        let mut idx = {
+            let segs = s.segments.read();
+            segs.partition_point(|sg| sg.base_offset <= offset)
+                .saturating_sub(1)
+        };
+        loop {
+            let Some(seg) = s.segments.read().get(idx).cloned() else {
+                return Ok(empty);
+            };
+            idx += 1;
+            let Some((pos, h)) = seg.find_batch(offset)? else {
+                continue;
+            };
+            if h.last_offset() >= bound {
+                return Ok(empty);
+            }
+            let seg_size = seg.size();
+            let end_pos = if bound >= seg.next_offset() {
+                seg_size
+            } else {
+                seg.find_batch(bound)?.map(|(p, _)| p).unwrap_or(seg_size)
+            };
+            let first = h.total_size();
+            let want = if first > max_bytes {
+                if !min_one_batch {
+                    return Ok(empty);
+                }
+                first
+            } else {
+                (max_bytes as u64).min(end_pos - pos) as usize
+            };
+            let mut buf = seg.read_at(pos, want)?;
+            let (cut, next_offset) = whole_batches(&buf);
+            buf.truncate(cut);
+            if cut == 0 {
+                return Ok(empty);
+            }
+            return Ok(ReadResult {
+                data: Bytes::from(buf),
+                first_offset: h.base_offset,
+                next_offset,
+                log_start_offset: log_start,
+                log_end_offset: leo,
+            });
+        }
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.shared.log_start()
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.shared.leo()
+    }
+
+    /// Everything below this offset is fsynced.
+    pub fn durable_offset(&self) -> i64 {
+        self.shared.durable.load(Ordering::Acquire)
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.shared.segments.read().iter().map(|s| s.size()).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.shared.segments.read().len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.shared
+            .segments
+            .read()
+            .iter()
+            .map(|s| s.base_offset)
+            .collect()
+    }
+
+    /// The first record (offset, timestamp) with timestamp >= `ts` at or after the log
+    /// start, as ListOffsets wants it.
+    pub fn offset_for_timestamp(&self, ts: i64) -> Option<(i64, i64)> {
+        let s = &*self.shared;
+        let start = s.log_start();
+        let segs = s.segments.read().clone();
+        for seg in segs {
+            if seg.meta().max_timestamp < ts || seg.next_offset() <= start {
+                continue;
+            }
+            let Ok(mut pos) = seg.time_lookup_position(ts) else {
+                continue;
+            };
+            let limit = seg.size();
+            while let Ok(Some(h)) = seg.read_header(pos, limit) {
+                if h.max_timestamp >= ts && h.last_offset() >= start {
+                    return Some(
+                        self.first_record_at_or_after(&seg, pos, &h, start, ts)
+                            .unwrap_or((h.base_offset.max(start), h.max_timestamp)),
+                    );
+                }
+                pos += h.total_size() as u64;
+            }
+        }
+        None
+    }
+
+    /// Decodes the batch at `pos` for the first record with offset >= `min_offset` and
+    /// timestamp >= `ts`.
+    fn first_record_at_or_after(
+        &self,
+        seg: &Segment,
+        pos: u64,
+        h: &BatchHeader,
+        min_offset: i64,
+        ts: i64,
+    ) -> Option<(i64, i64)> {
+        let bytes = Bytes::from(seg.read_at(pos, h.total_size()).ok()?);
+        let (_, records) = decode_records(&bytes, DECOMPRESS_MAX_BYTES).ok()?;
+        for r in records {
+            let r = r.ok()?;
+            if r.offset >= min_offset && r.timestamp >= ts {
+                return Some((r.offset, r.timestamp));
+            }
+        }
+        None
+    }
+
+    /// The record with the largest timestamp (the first such record), for ListOffsets
+    /// MAX_TIMESTAMP.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let s = &*self.shared;
+        let start = s.log_start();
+        let segs = s.segments.read().clone();
+        let mut best: Option<(i64, i64, Arc<Segment>)> = None;
+        for seg in segs {
+            let (t, o) = {
+                let m = seg.meta();
+                (m.max_timestamp, m.offset_of_max_timestamp)
+            };
+            if t >= 0 && seg.next_offset() > start && best.as_ref().is_none_or(|b| t > b.0) {
+                best = Some((t, o, seg));
+            }
+        }
+        let (t, o, seg) = best?;
+        let found = seg
+            .find_batch(o)
+            .ok()
+            .flatten()
+            .and_then(|(pos, h)| self.first_record_at_or_after(&seg, pos, &h, start, t));
+        Some(found.unwrap_or((o.max(start), t)))
+    }
+
+    /// DeleteRecords: advances the log start to `offset` (persisted) and deletes segments
+    /// wholly below it.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
+        let s = &*self.shared;
+        let _m = s.maintenance.lock();
+        s.check_online()?;
+        let leo = s.leo();
+        let start = s.log_start();
+        if offset > leo || offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: start,
+                log_end: leo,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        write_file_atomic(&s.dir.join(LOG_START_FILE), offset.to_string().as_bytes())?;
+        s.log_start.fetch_max(offset, Ordering::AcqRel);
+        let segs_next: Vec<i64> = s
+            .segments
+            .read()
+            .iter()
+            .skip(1)
+            .map(|sg| sg.base_offset)
+            .collect();
+        let mut k = 0;
+        s.delete_oldest_segments(|_, _| {
+            let ok = segs_next
+                .get(k)
+                .is_some_and(|&next_base| next_base <= offset);
+            k += 1;
+            ok
+        })?;
+        Ok(s.log_start())
+    }
+
+    /// Removes everything at or after `offset` (followers truncating to the leader). If
+    /// `offset` falls inside a batch, that batch goes too. Below the log start, the log is
+    /// emptied and restarts at `offset`.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let _m = s.maintenance.lock();
+        let mut st = s.append.lock();
+        let _f = s.flush_lock.lock();
+        s.check_online()?;
+        if offset >= s.leo() {
+            return Ok(());
+        }
+        let interval = s.config().index_interval_bytes.max(0) as u64;
+        let now = s.clock.now_ms();
+        let offset = offset.max(0);
+        if offset < s.log_start() {
+            let old: Vec<_> = std::mem::take(&mut *s.segments.write());
+            for seg in &old {
+                seg.delete_files()?;
+            }
+            let seg = Arc::new(Segment::create(&s.dir, offset, now)?);
+            s.segments.write().push(seg);
+            write_file_atomic(&s.dir.join(LOG_START_FILE), offset.to_string().as_bytes())?;
+            s.log_start.store(offset, Ordering::Release);
+            s.leo.store(offset, Ordering::Release);
+        } else {
+            let doomed: Vec<_> = {
+                let mut segs = s.segments.write();
+                let keep = segs.partition_point(|sg| sg.base_offset <= offset).max(1);
+                segs.drain(keep..).collect()
+            };
+            for seg in &doomed {
+                seg.delete_files()?;
+            }
+            let active = s.active();
+            let new_leo = match active.truncate_to(offset, interval) {
+                Ok(n) => n,
+                Err(e) => return Err(s.go_offline(e)),
+            };
+            s.leo.store(new_leo, Ordering::Release);
+        }
+        let leo = s.leo();
+        s.durable.fetch_min(leo, Ordering::AcqRel);
+        s.cleaner_checkpoint.fetch_min(leo, Ordering::AcqRel);
+        s.dir_dirty.store(true, Ordering::Release);
+        sync_dir(&s.dir).map_err(|e| s.go_offline(e))?;
+        st.producers = s.load_producer_state()?;
+        Ok(())
+    }
+
+    pub fn update_config(&self, config: TopicConfig) {
+        *self.shared.config.write() = Arc::new(config);
+    }
+
+    pub fn config(&self) -> Arc<TopicConfig> {
+        self.shared.config()
+    }
+
+    /// Deletes old segments by `retention.ms` (a segment's newest timestamp) and
+    /// `retention.bytes` when the policy includes delete, and segments wholly below the
+    /// log start in any case. An expired active segment is rolled first so it can go.
+    pub fn run_retention(&self) -> Result<RetentionStats, StorageError> {
+        let s = &*self.shared;
+        let _m = s.maintenance.lock();
+        s.check_online()?;
+        let config = s.config();
+        let now = s.clock.now_ms();
+        let start = s.log_start();
+        let delete = config.cleanup_policy.delete;
+        let expired = |seg: &Segment| {
+            delete && config.retention_ms >= 0 && {
+                // An inactive segment left empty by compaction has no timestamp; it goes.
+                let t = seg.meta().max_timestamp;
+                t < 0 || now.saturating_sub(t) > config.retention_ms
+            }
+        };
+        {
+            let active = s.active();
+            if active.size() > 0 && expired(&active) {
+                let st = s.append.lock();
+                s.roll(&st)?;
+            }
+        }
+        let next_bases: Vec<i64> = s
+            .segments
+            .read()
+            .iter()
+            .skip(1)
+            .map(|sg| sg.base_offset)
+            .collect();
+        let mut k = 0;
+        let mut by_time = true;
+        let stats = s.delete_oldest_segments(|seg, total| {
+            let below_start = next_bases.get(k).is_some_and(|&nb| nb <= start);
+            k += 1;
+            by_time = by_time && expired(seg);
+            let by_size = delete
+                && config.retention_bytes >= 0
+                && total.saturating_sub(seg.size()) >= config.retention_bytes as u64;
+            below_start || by_time || by_size
+        })?;
+        Ok(stats)
+    }
+
+    /// Runs one compaction pass if the policy includes compact and enough is dirty.
+    pub fn run_compaction(&self) -> Result<CompactionStats, StorageError> {
+        crate::cleaner::compact(&self.shared)
+    }
+
+    /// fsyncs everything appended so far.
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.shared.flush_inner()
+    }
+
+    /// Applies `flush.ms`: flushes if that long has passed since the last flush and
+    /// there is unflushed data.
+    pub fn maybe_flush(&self) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let config = s.config();
+        let now = s.clock.now_ms();
+        let last = s.last_flush_ms.load(Ordering::Acquire);
+        if s.leo() > s.durable.load(Ordering::Acquire)
+            && now.saturating_sub(last) >= config.flush_ms
+        {
+            s.flush_inner()?;
+        }
+        Ok(())
+    }
+
+    /// Group commit: resolves once every offset <= `offset` is fsynced. `offset` must be
+    /// below the log end. Concurrent callers share fsyncs (see the module docs). Cancel-safe:
+    /// dropping the future only stops waiting.
+    pub async fn wait_durable(&self, offset: i64) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let mut rx = s.durable_tx.subscribe();
+        loop {
+            s.check_online()?;
+            if s.durable.load(Ordering::Acquire) > offset {
+                return Ok(());
+            }
+            let leo = s.leo();
+            if offset >= leo {
+                return Err(StorageError::OffsetOutOfRange {
+                    offset,
+                    log_start: s.log_start(),
+                    log_end: leo,
+                });
+            }
+            {
+                let mut r = s.flush_req.lock();
+                r.requested = r.requested.max(offset + 1);
+            }
+            s.flush_cv.notify_one();
+            if rx.changed().await.is_err() {
+                return Err(StorageError::Offline(s.dir.clone()));
+            }
+        }
+    }
+
+    /// The epoch and last sequence of a producer, if the log has state for it.
+    pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32)> {
+        self.shared.append.lock().producers.get(producer_id)
+    }
+
+    fn stop_flusher(&self) {
+        self.shared.flush_req.lock().shutdown = true;
+        self.shared.flush_cv.notify_all();
+        if let Some(h) = self.flusher.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Flushes, writes indexes and a producer snapshot, then the clean-shutdown marker so
+    /// the next open skips recovery. The log accepts nothing afterwards.
+    pub fn close(&self) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let _m = s.maintenance.lock();
+        let st = s.append.lock();
+        if s.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        s.flush_inner()?;
+        s.closed.store(true, Ordering::Release);
+        let active = s.active();
+        active.write_indexes()?;
+        s.write_snapshot(&st.producers, s.leo())?;
+        write_file_atomic(&s.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+        sync_dir(&s.dir)?;
+        drop(st);
+        self.stop_flusher();
+        s.durable_tx.send_modify(|_| {});
+        Ok(())
+    }
+
+    /// Removes the partition directory (topic deletion). The log is unusable afterwards.
+    pub fn delete_dir(&self) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let _m = s.maintenance.lock();
+        let _st = s.append.lock();
+        s.closed.store(true, Ordering::Release);
+        self.stop_flusher();
+        s.durable_tx.send_modify(|_| {});
+        fs::remove_dir_all(&s.dir).map_err(|e| StorageError::io("remove log dir", &s.dir, e))
+    }
+
+    /// Whether a failed write or fsync took this log offline.
+    pub fn is_offline(&self) -> bool {
+        self.shared.offline()
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+/// Length of the longest prefix of `buf` made of whole batches, and the offset after the
+/// last of them.
+pub(crate) fn whole_batches(buf: &[u8]) -> (usize, i64) {
+    let mut cut = 0usize;
+    let mut next = -1;
+    while buf.len() - cut >= HEADER_LEN {
+        let l = &buf[cut + LENGTH_OFFSET..cut + LENGTH_OFFSET + 4];
+        let len = i32::from_be_bytes([l[0], l[1], l[2], l[3]]);
+        if len < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+            break;
+        }
+        let total = len as usize + LOG_OVERHEAD;
+        if total > buf.len() - cut {
+            break;
+        }
+        match BatchHeader::parse(&buf[cut..cut + HEADER_LEN]) {
+            Ok(h) => next = h.next_offset(),
+            Err(_) => break,
+        }
+        cut += total;
+    }
+    (cut, next)
+}

@@ -1,0 +1,322 @@
+//! Idempotent-producer state: per producer id, its epoch and its last 5 batches.
+//!
+//! Kept with the log: rebuilt from batch headers on recovery (starting from the newest
+//! snapshot file `<offset>.snapshot`), so a retried batch can be answered with its original
+//! offsets. Only headers are needed; nothing here decompresses.
+
+use std::collections::{HashMap, VecDeque};
+
+use record::BatchHeader;
+
+use crate::error::AppendError;
+
+/// Kafka keeps this many batches per producer for duplicate detection.
+pub const RETAINED_BATCHES: usize = 5;
+
+/// One appended batch of a producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchMeta {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub(crate) struct ProducerEntry {
+    pub epoch: i16,
+    pub batches: VecDeque<BatchMeta>,
+}
+
+impl ProducerEntry {
+    pub fn last_seq(&self) -> i32 {
+        self.batches.back().map(|b| b.last_seq).unwrap_or(-1)
+    }
+}
+
+/// What the producer checks decided for one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Not idempotent, or in sequence: write it.
+    Append,
+    /// A retry of a batch already in the log.
+    Duplicate(BatchMeta),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProducerStateMap {
+    pub producers: HashMap<i64, ProducerEntry>,
+}
+
+fn next_seq(seq: i32) -> i32 {
+    if seq == i32::MAX {
+        0
+    } else {
+        seq + 1
+    }
+}
+
+impl ProducerStateMap {
+    /// Kafka's rules: an older epoch is fenced; a new epoch must start at sequence 0 (unless
+    /// the producer is unknown, e.g. its state expired with retention); within an epoch a
+    /// batch equal to one of the last 5 is a duplicate, otherwise it must follow the last
+    /// sequence exactly.
+    pub fn check(&self, h: &BatchHeader) -> Result<Check, AppendError> {
+        if h.producer_id < 0 {
+            return Ok(Check::Append);
+        }
+        let Some(entry) = self.producers.get(&h.producer_id) else {
+            return Ok(Check::Append);
+        };
+        if h.producer_epoch < entry.epoch {
+            return Err(AppendError::InvalidProducerEpoch {
+                producer_id: h.producer_id,
+                epoch: h.producer_epoch,
+                current: entry.epoch,
+            });
+        }
+        if h.producer_epoch > entry.epoch {
+            if h.base_sequence != 0 {
+                return Err(AppendError::OutOfOrderSequence {
+                    producer_id: h.producer_id,
+                    expected: 0,
+                    got: h.base_sequence,
+                });
+            }
+            return Ok(Check::Append);
+        }
+        let last_seq = h.last_sequence();
+        if let Some(b) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq)
+        {
+            return Ok(Check::Duplicate(*b));
+        }
+        if entry.batches.is_empty() {
+            return Ok(Check::Append);
+        }
+        let expected = next_seq(entry.last_seq());
+        if h.base_sequence != expected {
+            return Err(AppendError::OutOfOrderSequence {
+                producer_id: h.producer_id,
+                expected,
+                got: h.base_sequence,
+            });
+        }
+        Ok(Check::Append)
+    }
+
+    /// Records an appended batch (with its final offsets).
+    pub fn update(&mut self, h: &BatchHeader) {
+        if h.producer_id < 0 {
+            return;
+        }
+        let entry = self.producers.entry(h.producer_id).or_default();
+        if h.producer_epoch != entry.epoch {
+            entry.batches.clear();
+            entry.epoch = h.producer_epoch;
+        }
+        // Control batches (transaction markers) carry no sequence; they only bump the epoch.
+        if h.is_control() || h.base_sequence < 0 {
+            return;
+        }
+        if entry.batches.len() == RETAINED_BATCHES {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(BatchMeta {
+            first_seq: h.base_sequence,
+            last_seq: h.last_sequence(),
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
+        });
+    }
+
+    pub fn get(&self, producer_id: i64) -> Option<(i16, i32)> {
+        self.producers
+            .get(&producer_id)
+            .map(|e| (e.epoch, e.last_seq()))
+    }
+
+    /// Whether a batch ending at `last_offset` is the newest batch of `producer_id`
+    /// (compaction keeps such batches, emptied, so producer state survives).
+    pub fn is_last_batch(&self, producer_id: i64, last_offset: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .and_then(|e| e.batches.back())
+            .is_some_and(|b| b.last_offset == last_offset)
+    }
+
+    /// Snapshot file body: version, count, entries, CRC32C trailer.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.producers.len() * 64);
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<_> = self.producers.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let e = &self.producers[&id];
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.push(e.batches.len() as u8);
+            for b in &e.batches {
+                out.extend_from_slice(&b.first_seq.to_be_bytes());
+                out.extend_from_slice(&b.last_seq.to_be_bytes());
+                out.extend_from_slice(&b.base_offset.to_be_bytes());
+                out.extend_from_slice(&b.last_offset.to_be_bytes());
+                out.extend_from_slice(&b.max_timestamp.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes a snapshot; None on any inconsistency (the caller then replays the log).
+    pub fn decode(bytes: &[u8]) -> Option<ProducerStateMap> {
+        if bytes.len() < 10 {
+            return None;
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32c::crc32c(body) != u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]) {
+            return None;
+        }
+        let mut r = Reader { b: body, pos: 0 };
+        if r.u16()? != 1 {
+            return None;
+        }
+        let count = r.u32()? as usize;
+        // 11 bytes minimum per producer: never trust the count for allocation.
+        if count > body.len() / 11 {
+            return None;
+        }
+        let mut map = ProducerStateMap::default();
+        for _ in 0..count {
+            let id = r.i64()?;
+            let epoch = r.u16()? as i16;
+            let n = r.u8()? as usize;
+            if n > RETAINED_BATCHES {
+                return None;
+            }
+            let mut batches = VecDeque::with_capacity(n);
+            for _ in 0..n {
+                batches.push_back(BatchMeta {
+                    first_seq: r.u32()? as i32,
+                    last_seq: r.u32()? as i32,
+                    base_offset: r.i64()?,
+                    last_offset: r.i64()?,
+                    max_timestamp: r.i64()?,
+                });
+            }
+            map.producers.insert(id, ProducerEntry { epoch, batches });
+        }
+        (r.pos == body.len()).then_some(map)
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|s| s[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|s| u16::from_be_bytes([s[0], s[1]]))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Some(i64::from_be_bytes(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record::{BatchBuilder, Compression, NewRecord};
+
+    fn header(pid: i64, epoch: i16, seq: i32, n: usize, base: i64) -> BatchHeader {
+        let mut b = BatchBuilder::new(Compression::None)
+            .base_offset(base)
+            .producer(pid, epoch, seq);
+        for _ in 0..n {
+            b.push(NewRecord::value("x"));
+        }
+        BatchHeader::parse(&b.build().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn sequence_rules() {
+        let mut m = ProducerStateMap::default();
+        let h = header(7, 0, 0, 3, 0);
+        assert_eq!(m.check(&h).unwrap(), Check::Append);
+        m.update(&h);
+        assert!(matches!(m.check(&h).unwrap(), Check::Duplicate(b) if b.base_offset == 0));
+        let gap = header(7, 0, 5, 1, 3);
+        assert!(matches!(
+            m.check(&gap),
+            Err(AppendError::OutOfOrderSequence { expected: 3, .. })
+        ));
+        let next = header(7, 0, 3, 1, 3);
+        assert_eq!(m.check(&next).unwrap(), Check::Append);
+        m.update(&next);
+        let old_epoch = header(7, -1, 4, 1, 4);
+        assert!(matches!(
+            m.check(&old_epoch),
+            Err(AppendError::InvalidProducerEpoch { .. })
+        ));
+        let new_epoch_bad = header(7, 1, 4, 1, 4);
+        assert!(m.check(&new_epoch_bad).is_err());
+        let new_epoch = header(7, 1, 0, 1, 4);
+        assert_eq!(m.check(&new_epoch).unwrap(), Check::Append);
+        m.update(&new_epoch);
+        assert_eq!(m.get(7), Some((1, 0)));
+        // Unknown producers are accepted at any sequence, as Kafka does after state expiry.
+        assert_eq!(m.check(&header(8, 0, 42, 1, 5)).unwrap(), Check::Append);
+    }
+
+    #[test]
+    fn only_five_batches_are_kept() {
+        let mut m = ProducerStateMap::default();
+        for i in 0..7 {
+            m.update(&header(1, 0, i, 1, i64::from(i)));
+        }
+        assert_eq!(m.producers[&1].batches.len(), RETAINED_BATCHES);
+        assert!(m.check(&header(1, 0, 0, 1, 0)).is_err());
+        assert!(matches!(
+            m.check(&header(1, 0, 2, 1, 0)).unwrap(),
+            Check::Duplicate(_)
+        ));
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_garbage() {
+        let mut m = ProducerStateMap::default();
+        for i in 0..3 {
+            m.update(&header(i, 2, 0, 2, i * 10));
+        }
+        let enc = m.encode();
+        assert_eq!(ProducerStateMap::decode(&enc), Some(m));
+        for cut in 0..enc.len() {
+            assert!(ProducerStateMap::decode(&enc[..cut]).is_none());
+        }
+        let mut flipped = enc.clone();
+        flipped[5] ^= 0x10;
+        assert!(ProducerStateMap::decode(&flipped).is_none());
+    }
+}

@@ -1,0 +1,249 @@
+//! Append, read, lookups, validation, producer state and durability of a `Log`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use model::{ErrorCode, TimestampType, TopicConfig};
+use record::{BatchHeader, Compression, TimestampKind};
+use std::sync::Arc;
+
+#[test]
+fn append_assigns_offsets_and_reads_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), TopicConfig::default(), &clock);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    let a = log.append(batch("a", 3, T0), 5).unwrap();
+    assert_eq!((a.base_offset, a.last_offset, a.duplicate), (0, 2, false));
+    assert_eq!(a.log_append_time_ms, -1);
+    let mut two = batch("b", 2, T0).to_vec();
+    two.extend_from_slice(&batch("c", 1, T0));
+    let b = log.append(Bytes::from(two), 5).unwrap();
+    assert_eq!((b.base_offset, b.last_offset), (3, 5));
+    assert_eq!(log.log_end_offset(), 6);
+
+    let r = log.read(0, 1 << 20, i64::MAX, true).unwrap();
+    assert_eq!(r.first_offset, 0);
+    assert_eq!(r.next_offset, 6);
+    let recs = records(&r.data);
+    assert_eq!(recs.len(), 6);
+    assert_eq!(recs[4], (4, Some(Bytes::from("b-1"))));
+    let h = BatchHeader::parse(&r.data).unwrap();
+    assert_eq!(h.partition_leader_epoch, 5);
+
+    // Inside a batch: the whole batch that contains it.
+    let r = log.read(4, 1 << 20, i64::MAX, true).unwrap();
+    assert_eq!(r.first_offset, 3);
+    // Upper bound excludes batches that reach it.
+    let r = log.read(0, 1 << 20, 4, true).unwrap();
+    assert_eq!(r.next_offset, 3);
+    let r = log.read(3, 1 << 20, 4, true).unwrap();
+    assert!(r.data.is_empty());
+    // Byte budget: at least one batch when asked, none otherwise.
+    let r = log.read(0, 10, i64::MAX, true).unwrap();
+    assert_eq!((r.first_offset, r.next_offset), (0, 3));
+    let r = log.read(0, 10, i64::MAX, false).unwrap();
+    assert!(r.data.is_empty());
+    // At the end: empty; past it or below the start: out of range.
+    assert!(log.read(6, 100, i64::MAX, true).unwrap().data.is_empty());
+    let e = log.read(7, 100, i64::MAX, true).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::OffsetOutOfRange);
+    assert_eq!(
+        log.read(-1, 100, i64::MAX, true).unwrap_err().error_code(),
+        ErrorCode::OffsetOutOfRange
+    );
+}
+
+#[test]
+fn invalid_requests_are_rejected_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let config = TopicConfig {
+        max_message_bytes: 200,
+        ..TopicConfig::default()
+    };
+    let log = open(dir.path(), config, &clock);
+    let good = batch("g", 1, T0);
+    let mut bad = batch("x", 1, T0).to_vec();
+    let n = bad.len();
+    bad[n - 1] ^= 0xff;
+    let mut req = good.to_vec();
+    req.extend_from_slice(&bad);
+    let e = log.append(Bytes::from(req), 0).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::CorruptMessage);
+    let e = log.append(batch("big", 20, T0), 0).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::MessageTooLarge);
+    let mut trunc = good.to_vec();
+    trunc.extend_from_slice(&good[..30]);
+    let e = log.append(Bytes::from(trunc), 0).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::CorruptMessage);
+    let e = log.append(Bytes::new(), 0).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::InvalidRecord);
+    let e = log.append(batch("old", 1, T0 - 10 * 86_400_000 * 365), 0);
+    assert!(e.is_ok(), "before.max.ms defaults to unlimited");
+    let e = log
+        .append(batch("future", 1, T0 + 7_200_000), 0)
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::InvalidTimestamp);
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(log.size_bytes() as usize, batch("old", 1, 0).len());
+}
+
+#[test]
+fn log_append_time_patches_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let config = TopicConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..TopicConfig::default()
+    };
+    let log = open(dir.path(), config, &clock);
+    clock.set(T0 + 500);
+    let a = log
+        .append(batch_with(Compression::Lz4, "t", 4, 1), 0)
+        .unwrap();
+    assert_eq!(a.log_append_time_ms, T0 + 500);
+    let r = log.read(0, 1 << 20, i64::MAX, true).unwrap();
+    let h = record::validate_batch(&r.data, 1 << 20).unwrap();
+    assert_eq!(h.timestamp_type(), TimestampKind::LogAppendTime);
+    assert_eq!(h.max_timestamp, T0 + 500);
+    let (_, it) = record::decode_records(&r.data, 1 << 20).unwrap();
+    assert!(it.map(|r| r.unwrap().timestamp).all(|t| t == T0 + 500));
+    assert_eq!(log.offset_for_timestamp(T0 + 1), Some((0, T0 + 500)));
+}
+
+#[test]
+fn timestamp_lookups_span_segments_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    {
+        let log = open(dir.path(), config(), &clock);
+        assert_eq!(log.max_timestamp(), None);
+        assert_eq!(log.offset_for_timestamp(0), None);
+        for i in 0..100 {
+            log.append(batch("v", 2, T0 + i * 10), 0).unwrap();
+        }
+        assert!(log.segment_count() >= 2);
+        assert_eq!(log.offset_for_timestamp(0), Some((0, T0)));
+        assert_eq!(log.offset_for_timestamp(T0 + 505), Some((102, T0 + 510)));
+        assert_eq!(log.offset_for_timestamp(T0 + 990), Some((198, T0 + 990)));
+        assert_eq!(log.offset_for_timestamp(T0 + 991), None);
+        assert_eq!(log.max_timestamp(), Some((198, T0 + 990)));
+        log.close().unwrap();
+    }
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.offset_for_timestamp(T0 + 505), Some((102, T0 + 510)));
+    assert_eq!(log.max_timestamp(), Some((198, T0 + 990)));
+    assert_eq!(log.log_end_offset(), 200);
+}
+
+#[test]
+fn idempotent_producers_get_original_offsets_for_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    {
+        let log = open(dir.path(), config(), &clock);
+        assert_eq!(
+            log.append(idempotent(9, 0, 0, 2), 0).unwrap().base_offset,
+            0
+        );
+        log.append(batch("x", 1, T0), 0).unwrap();
+        assert_eq!(
+            log.append(idempotent(9, 0, 2, 3), 0).unwrap().base_offset,
+            3
+        );
+        let dup = log.append(idempotent(9, 0, 0, 2), 0).unwrap();
+        assert!(dup.duplicate);
+        assert_eq!((dup.base_offset, dup.last_offset), (0, 1));
+        assert_eq!(log.log_end_offset(), 6);
+        let e = log.append(idempotent(9, 0, 7, 1), 0).unwrap_err();
+        assert_eq!(e.error_code(), ErrorCode::OutOfOrderSequenceNumber);
+        let e = log.append(idempotent(9, -1, 5, 1), 0).unwrap_err();
+        assert_eq!(e.error_code(), ErrorCode::InvalidProducerEpoch);
+        assert_eq!(log.producer_state(9), Some((0, 4)));
+        assert_eq!(log.producer_state(10), None);
+        // Unclean: dropped without close; state is replayed from the log.
+    }
+    for clean in [false, true] {
+        let log = open(dir.path(), config(), &clock);
+        assert_eq!(log.producer_state(9), Some((0, 4)));
+        let dup = log.append(idempotent(9, 0, 2, 3), 0).unwrap();
+        assert!(dup.duplicate);
+        assert_eq!(dup.base_offset, 3);
+        if clean {
+            log.close().unwrap();
+        }
+    }
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(
+        log.append(idempotent(9, 1, 0, 1), 0).unwrap().base_offset,
+        6
+    );
+    assert_eq!(log.producer_state(9), Some((1, 0)));
+}
+
+#[test]
+fn flush_policies_and_group_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let config = TopicConfig {
+        flush_messages: 3,
+        flush_ms: 1000,
+        ..TopicConfig::default()
+    };
+    let log = Arc::new(open(dir.path(), config, &clock));
+    log.append(batch("a", 2, T0), 0).unwrap();
+    assert_eq!(log.durable_offset(), 0);
+    log.append(batch("a", 1, T0), 0).unwrap();
+    assert_eq!(log.durable_offset(), 3, "flush.messages=3 reached");
+    log.append(batch("a", 1, T0), 0).unwrap();
+    log.maybe_flush().unwrap();
+    assert_eq!(log.durable_offset(), 3);
+    clock.advance(1000);
+    log.maybe_flush().unwrap();
+    assert_eq!(log.durable_offset(), 4);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                let info = log.append(batch("g", 1, T0), 0).unwrap();
+                log.wait_durable(info.last_offset).await.unwrap();
+                assert!(log.durable_offset() > info.last_offset, "task {i}");
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert!(log.wait_durable(log.log_end_offset()).await.is_err());
+    });
+    assert_eq!(log.durable_offset(), 20);
+}
+
+#[test]
+fn closed_log_refuses_appends_and_reopens_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), config(), &clock);
+    log.append(batch("a", 1, T0), 0).unwrap();
+    log.close().unwrap();
+    assert_eq!(
+        log.append(batch("a", 1, T0), 0).unwrap_err().error_code(),
+        ErrorCode::KafkaStorageError
+    );
+    drop(log);
+    assert!(dir.path().join(".clean-shutdown").exists());
+    let log = open(dir.path(), config(), &clock);
+    assert!(!dir.path().join(".clean-shutdown").exists());
+    assert_eq!(read_all(&log, 0).len(), 1);
+    log.delete_dir().unwrap();
+    assert!(!dir.path().exists());
+}

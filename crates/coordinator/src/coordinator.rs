@@ -1,0 +1,1215 @@
+//! `GroupCoordinator`: every classic group this broker coordinates, the request handlers
+//! (validation, group lookup/creation, per-version responses), offsets, admin APIs, replay of
+//! `__consumer_offsets`, offset retention and partition ownership.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
+
+use bytes::Bytes;
+use model::ErrorCode;
+use protocol::messages::delete_groups_response::DeletableGroupResult;
+use protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use protocol::messages::find_coordinator_response::Coordinator;
+use protocol::messages::leave_group_response::MemberResponse;
+use protocol::messages::list_groups_response::ListedGroup;
+use protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, TopicName,
+};
+use protocol::ResponseKind;
+
+use crate::group::{s, Env, Group, GroupState, JoinParams, JoinResult, Pending, SyncResult};
+use crate::records::{self, OffsetValue, RecordKey};
+use crate::{CoordinatorConfig, Error, GroupSnapshot, Output, Record, RequestContext};
+
+/// Kafka's partition of `__consumer_offsets` for a group:
+/// `Utils.abs(groupId.hashCode) % partitions`, with Java's UTF-16 `String.hashCode`.
+pub fn partition_for(group_id: &str, num_partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in group_id.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    // Kafka's Utils.abs maps i32::MIN to 0 rather than overflowing.
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % num_partitions.max(1)
+}
+
+/// One topic of an offset fetch: partitions with their committed offset, if any.
+type FetchedTopic<'a> = (String, Vec<(i32, Option<&'a OffsetValue>)>);
+
+/// Where a coordinator is, for FindCoordinator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorNode {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+/// Answers FindCoordinator (v0-v3 single key, v4+ batched keys). `locate(key_type, key)`
+/// says which broker coordinates a key (key type 0 = group, 1 = transactional id), usually
+/// the leader of `partition_for(key)` of the internal topic. Invalid group ids get
+/// INVALID_REQUEST, unknown key types INVALID_REQUEST, as in Kafka.
+pub fn find_coordinator(
+    req: &FindCoordinatorRequest,
+    version: i16,
+    mut locate: impl FnMut(i8, &str) -> Result<CoordinatorNode, ErrorCode>,
+) -> FindCoordinatorResponse {
+    let key_type = if version >= 1 { req.key_type } else { 0 };
+    let mut lookup = |key: &str| -> Result<CoordinatorNode, ErrorCode> {
+        match key_type {
+            0 if key.is_empty() => Err(ErrorCode::InvalidRequest),
+            0 | 1 => locate(key_type, key),
+            _ => Err(ErrorCode::InvalidRequest),
+        }
+    };
+    let mut resp = FindCoordinatorResponse::default();
+    if version >= 4 {
+        resp.coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let mut c = Coordinator::default();
+                c.key = key.clone();
+                match lookup(key) {
+                    Ok(n) => {
+                        c.node_id = BrokerId(n.node_id);
+                        c.host = s(&n.host);
+                        c.port = n.port;
+                    }
+                    Err(e) => {
+                        c.node_id = BrokerId(-1);
+                        c.port = -1;
+                        c.error_code = e.code();
+                        c.error_message = Some(s(e.name()));
+                    }
+                }
+                c
+            })
+            .collect();
+    } else {
+        match lookup(&req.key) {
+            Ok(n) => {
+                resp.node_id = BrokerId(n.node_id);
+                resp.host = s(&n.host);
+                resp.port = n.port;
+            }
+            Err(e) => {
+                resp.error_code = e.code();
+                resp.node_id = BrokerId(-1);
+                resp.port = -1;
+                if version >= 1 {
+                    resp.error_message = Some(s(e.name()));
+                }
+            }
+        }
+    }
+    resp
+}
+
+/// Bits of Kafka's AclOperation codes a classic group supports (READ, DELETE, DESCRIBE,
+/// DESCRIBE_CONFIGS, ALTER_CONFIGS): what DescribeGroups reports without an authorizer.
+const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+
+/// Produces unique, unguessable member ids (`<client id>-<uuid-like>`) without a uuid crate.
+#[derive(Debug)]
+struct MemberIdGenerator {
+    state: u64,
+}
+
+impl MemberIdGenerator {
+    fn new() -> Self {
+        // RandomState is seeded from the OS per process: ids differ across restarts.
+        MemberIdGenerator {
+            state: RandomState::new().hash_one(0x6d6f_6c64_6175u64),
+        }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        // splitmix64
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn member_id(&mut self, prefix: &str) -> String {
+        let a = self.next_u64();
+        let b = self.next_u64();
+        format!(
+            "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xffff,
+            b >> 48,
+            b & 0xffff_ffff_ffff
+        )
+    }
+}
+
+/// All classic groups this broker coordinates and their committed offsets.
+///
+/// Single-threaded: every method takes `&mut self`, the current time, and returns an
+/// [`Output`]. Groups live in memory; their durable form is the records of
+/// `__consumer_offsets`, rebuilt with [`GroupCoordinator::replay`]. Only groups whose
+/// partition was loaded with [`GroupCoordinator::load_partition`] are served.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    config: CoordinatorConfig,
+    groups: BTreeMap<String, Group>,
+    owned_partitions: BTreeSet<i32>,
+    next_retention_check_ms: Option<i64>,
+    ids: MemberIdGenerator,
+}
+
+/// Which validation an API applies to the group id (Kafka's `isValidGroupId`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EmptyGroupId {
+    Allowed,
+    Invalid,
+}
+
+impl GroupCoordinator {
+    pub fn new(config: CoordinatorConfig) -> Self {
+        GroupCoordinator {
+            config,
+            groups: BTreeMap::new(),
+            owned_partitions: BTreeSet::new(),
+            next_retention_check_ms: None,
+            ids: MemberIdGenerator::new(),
+        }
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.config
+    }
+
+    /// The `__consumer_offsets` partition of a group.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.config.offsets_topic_num_partitions)
+    }
+
+    /// Starts serving the groups of a partition, after its records were replayed. Members
+    /// loaded from the log get a fresh session from `now_ms`.
+    pub fn load_partition(&mut self, partition: i32, now_ms: i64) {
+        self.owned_partitions.insert(partition);
+        for g in self
+            .groups
+            .values_mut()
+            .filter(|g| g.partition == partition)
+        {
+            for m in g.members.values_mut() {
+                m.heartbeat_deadline_ms = now_ms.saturating_add(i64::from(m.session_timeout_ms));
+            }
+        }
+        if self.next_retention_check_ms.is_none() {
+            self.next_retention_check_ms =
+                Some(now_ms.saturating_add(self.config.offsets_retention_check_interval_ms));
+        }
+    }
+
+    /// Stops serving a partition (another broker became its leader): parked requests get
+    /// NOT_COORDINATOR and the groups are dropped from memory. Their state lives on in the
+    /// log, where the new coordinator replays it.
+    pub fn unload_partition(&mut self, partition: i32) -> Output {
+        let mut out = Output::default();
+        self.owned_partitions.remove(&partition);
+        let ids: Vec<String> = self
+            .groups
+            .values()
+            .filter(|g| g.partition == partition)
+            .map(|g| g.id.clone())
+            .collect();
+        for id in ids {
+            if let Some(mut g) = self.groups.remove(&id) {
+                let mut env = Env {
+                    cfg: &self.config,
+                    now: 0,
+                    out: &mut out,
+                };
+                g.fail_all_pending(ErrorCode::NotCoordinator, &mut env);
+            }
+        }
+        out
+    }
+
+    /// Whether this coordinator serves the group's partition.
+    pub fn is_coordinator_for(&self, group_id: &str) -> bool {
+        self.owned_partitions
+            .contains(&self.partition_for(group_id))
+    }
+
+    fn validate(&self, group_id: &str, empty: EmptyGroupId) -> Option<ErrorCode> {
+        if group_id.is_empty() && empty == EmptyGroupId::Invalid {
+            Some(ErrorCode::InvalidGroupId)
+        } else if !self.is_coordinator_for(group_id) {
+            Some(ErrorCode::NotCoordinator)
+        } else {
+            None
+        }
+    }
+
+    /// A copy of one group's state.
+    pub fn group(&self, group_id: &str) -> Option<GroupSnapshot> {
+        self.groups.get(group_id).map(Group::snapshot)
+    }
+
+    /// Copies of every group, ordered by id.
+    pub fn snapshot(&self) -> Vec<GroupSnapshot> {
+        self.groups.values().map(Group::snapshot).collect()
+    }
+
+    /// Runs `f` on a group with an environment, then its timers.
+    fn with_group<R>(
+        &mut self,
+        group_id: &str,
+        now_ms: i64,
+        out: &mut Output,
+        f: impl FnOnce(&mut Group, &mut Env, &mut MemberIdGenerator) -> R,
+    ) -> Option<R> {
+        let g = self.groups.get_mut(group_id)?;
+        let mut env = Env {
+            cfg: &self.config,
+            now: now_ms,
+            out,
+        };
+        let r = f(g, &mut env, &mut self.ids);
+        g.poll(&mut env);
+        Some(r)
+    }
+
+    // ---- JoinGroup ------------------------------------------------------------------------
+
+    /// JoinGroup (v0-v9). The response is often delayed until the rebalance completes; it
+    /// then comes out of a later call or `tick`.
+    pub fn join_group(
+        &mut self,
+        ctx: &RequestContext,
+        req: JoinGroupRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let pending = Pending {
+            token: ctx.token,
+            version: ctx.api_version,
+        };
+        let group_id = req.group_id.0.to_string();
+        let member_id = req.member_id.to_string();
+        let fail = |out: &mut Output, e: ErrorCode| {
+            let mut env = Env {
+                cfg: &self.config,
+                now: now_ms,
+                out,
+            };
+            env.respond_join(pending, JoinResult::error(&member_id, e));
+        };
+        if let Some(e) = self.validate(&group_id, EmptyGroupId::Invalid) {
+            fail(&mut out, e);
+            return out;
+        }
+        let session = req.session_timeout_ms;
+        if session < self.config.group_min_session_timeout_ms
+            || session > self.config.group_max_session_timeout_ms
+        {
+            fail(&mut out, ErrorCode::InvalidSessionTimeout);
+            return out;
+        }
+        let is_unknown = member_id.is_empty();
+        if !self.groups.contains_key(&group_id) {
+            if !is_unknown {
+                fail(&mut out, ErrorCode::UnknownMemberId);
+                return out;
+            }
+            let partition = self.partition_for(&group_id);
+            self.groups
+                .insert(group_id.clone(), Group::new(&group_id, partition));
+        }
+        let params = JoinParams {
+            instance_id: if ctx.api_version >= 5 {
+                req.group_instance_id.as_deref().map(str::to_string)
+            } else {
+                None
+            },
+            client_id: ctx.client_id.to_string(),
+            client_host: ctx.client_host.to_string(),
+            // v0 has no rebalance timeout: Kafka uses the session timeout.
+            rebalance_timeout_ms: if ctx.api_version == 0 {
+                session
+            } else {
+                req.rebalance_timeout_ms
+            },
+            session_timeout_ms: session,
+            protocol_type: req.protocol_type.to_string(),
+            protocols: req
+                .protocols
+                .into_iter()
+                .map(|p| (p.name.to_string(), p.metadata))
+                .collect(),
+        };
+        // KIP-394: dynamic members of v4+ first get a member id and must rejoin with it.
+        let require_known_member_id = ctx.api_version >= 4 && params.instance_id.is_none();
+        let max_size = self.config.group_max_size;
+        self.with_group(&group_id, now_ms, &mut out, |g, env, ids| {
+            if !g.accepts_joining_member(&member_id, max_size) {
+                g.remove_member_and_update_group(&member_id, env);
+                env.respond_join(
+                    pending,
+                    JoinResult::error("", ErrorCode::GroupMaxSizeReached),
+                );
+            } else if is_unknown {
+                join_new_member(g, &params, require_known_member_id, pending, env, ids);
+            } else {
+                g.join_current_member(&member_id, &params, pending, env);
+            }
+        });
+        out
+    }
+
+    // ---- SyncGroup ------------------------------------------------------------------------
+
+    /// SyncGroup (v0-v5). A follower's response waits for the leader's assignment.
+    pub fn sync_group(
+        &mut self,
+        ctx: &RequestContext,
+        req: SyncGroupRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let pending = Pending {
+            token: ctx.token,
+            version: ctx.api_version,
+        };
+        let group_id = req.group_id.0.to_string();
+        let error = self.validate(&group_id, EmptyGroupId::Invalid).or_else(|| {
+            (!self.groups.contains_key(&group_id)).then_some(ErrorCode::UnknownMemberId)
+        });
+        if let Some(e) = error {
+            let mut env = Env {
+                cfg: &self.config,
+                now: now_ms,
+                out: &mut out,
+            };
+            env.respond_sync(pending, SyncResult::error(e));
+            return out;
+        }
+        let v = ctx.api_version;
+        let instance_id = if v >= 3 {
+            req.group_instance_id.as_deref().map(str::to_string)
+        } else {
+            None
+        };
+        let ptype = if v >= 5 {
+            req.protocol_type.as_deref().map(str::to_string)
+        } else {
+            None
+        };
+        let pname = if v >= 5 {
+            req.protocol_name.as_deref().map(str::to_string)
+        } else {
+            None
+        };
+        let assignments: Vec<(String, Bytes)> = req
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect();
+        let member_id = req.member_id.to_string();
+        self.with_group(&group_id, now_ms, &mut out, |g, env, _| {
+            g.sync(
+                &member_id,
+                instance_id.as_deref(),
+                req.generation_id,
+                (ptype.as_deref(), pname.as_deref()),
+                assignments,
+                pending,
+                env,
+            );
+        });
+        out
+    }
+
+    // ---- Heartbeat ------------------------------------------------------------------------
+
+    /// Heartbeat (v0-v4). Answered immediately.
+    pub fn heartbeat(
+        &mut self,
+        ctx: &RequestContext,
+        req: HeartbeatRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let group_id = req.group_id.0.to_string();
+        let instance_id = if ctx.api_version >= 3 {
+            req.group_instance_id.as_deref().map(str::to_string)
+        } else {
+            None
+        };
+        let member_id = req.member_id.to_string();
+        let error = match self.validate(&group_id, EmptyGroupId::Invalid) {
+            Some(e) => e,
+            None => self
+                .with_group(&group_id, now_ms, &mut out, |g, env, _| {
+                    g.heartbeat(
+                        &member_id,
+                        instance_id.as_deref(),
+                        req.generation_id,
+                        env.now,
+                    )
+                })
+                .unwrap_or(ErrorCode::UnknownMemberId),
+        };
+        let mut resp = HeartbeatResponse::default();
+        resp.error_code = error.code();
+        out.responses
+            .push((ctx.token, ResponseKind::Heartbeat(resp)));
+        out
+    }
+
+    // ---- LeaveGroup -----------------------------------------------------------------------
+
+    /// LeaveGroup (v0-v5; v3+ leaves several members at once, also by group.instance.id).
+    pub fn leave_group(
+        &mut self,
+        ctx: &RequestContext,
+        req: LeaveGroupRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let group_id = req.group_id.0.to_string();
+        let leaving: Vec<(String, Option<String>)> = if v >= 3 {
+            req.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_deref().map(str::to_string),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(req.member_id.to_string(), None)]
+        };
+        let (top, members): (ErrorCode, Vec<ErrorCode>) =
+            match self.validate(&group_id, EmptyGroupId::Invalid) {
+                Some(e) => (e, Vec::new()),
+                None => {
+                    let r = self.with_group(&group_id, now_ms, &mut out, |g, env, _| {
+                        leaving
+                            .iter()
+                            .map(|(m, i)| g.leave(m, i.as_deref(), env))
+                            .collect::<Vec<_>>()
+                    });
+                    match r {
+                        Some(errors) => (ErrorCode::None, errors),
+                        None => (
+                            ErrorCode::None,
+                            vec![ErrorCode::UnknownMemberId; leaving.len()],
+                        ),
+                    }
+                }
+            };
+        let mut resp = LeaveGroupResponse::default();
+        if v >= 3 {
+            resp.error_code = top.code();
+            resp.members = leaving
+                .iter()
+                .zip(members.iter())
+                .map(|((m, i), e)| {
+                    let mut r = MemberResponse::default();
+                    r.member_id = s(m);
+                    r.group_instance_id = i.as_deref().map(s);
+                    r.error_code = e.code();
+                    r
+                })
+                .collect();
+        } else {
+            // One member, no per-member list: its error is the response's error.
+            let e = if top != ErrorCode::None {
+                top
+            } else {
+                members.first().copied().unwrap_or(ErrorCode::None)
+            };
+            resp.error_code = e.code();
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::LeaveGroup(resp)));
+        out
+    }
+
+    // ---- OffsetCommit ---------------------------------------------------------------------
+
+    /// OffsetCommit (v2-v9). Members of the current generation commit; so do consumers
+    /// without a membership (generation -1, empty member id) while the group is empty.
+    pub fn offset_commit(
+        &mut self,
+        ctx: &RequestContext,
+        req: OffsetCommitRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let group_id = req.group_id.0.to_string();
+        let member_id = req.member_id.to_string();
+        let generation = req.generation_id_or_member_epoch;
+        let instance_id = if v >= 7 {
+            req.group_instance_id.as_deref().map(str::to_string)
+        } else {
+            None
+        };
+        let mut error = self.validate(&group_id, EmptyGroupId::Allowed);
+        if error.is_none() && !self.groups.contains_key(&group_id) {
+            if generation < 0 {
+                // A simple consumer using Kafka only for offset storage.
+                let partition = self.partition_for(&group_id);
+                self.groups
+                    .insert(group_id.clone(), Group::new(&group_id, partition));
+            } else {
+                error = Some(ErrorCode::IllegalGeneration);
+            }
+        }
+        if error.is_none() {
+            error = self.groups.get_mut(&group_id).and_then(|g| {
+                g.validate_offset_commit(&member_id, instance_id.as_deref(), generation, now_ms)
+            });
+        }
+        // v2-v4 carry a retention time; -1 means the broker's retention.
+        let expire = (v <= 4 && req.retention_time_ms >= 0)
+            .then(|| now_ms.saturating_add(req.retention_time_ms));
+        let max_metadata = self.config.offset_metadata_max_bytes;
+        let mut resp = OffsetCommitResponse::default();
+        for t in req.topics {
+            let topic = t.name.0.to_string();
+            let mut rt = OffsetCommitResponseTopic::default();
+            rt.name = t.name.clone();
+            for p in t.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+                let e = match error {
+                    Some(e) => e,
+                    None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    None => {
+                        let value = OffsetValue {
+                            offset: p.committed_offset,
+                            leader_epoch: if v >= 6 { p.committed_leader_epoch } else { -1 },
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                            expire_timestamp_ms: expire,
+                        };
+                        if let Some(g) = self.groups.get_mut(&group_id) {
+                            out.records.push(Record {
+                                partition: g.partition,
+                                key: records::encode_offset_key(
+                                    &group_id,
+                                    &topic,
+                                    p.partition_index,
+                                ),
+                                value: Some(records::encode_offset_value(&value)),
+                            });
+                            g.offsets.insert((topic.clone(), p.partition_index), value);
+                        }
+                        ErrorCode::None
+                    }
+                };
+                let mut rp = OffsetCommitResponsePartition::default();
+                rp.partition_index = p.partition_index;
+                rp.error_code = e.code();
+                rt.partitions.push(rp);
+            }
+            resp.topics.push(rt);
+        }
+        self.with_group(&group_id, now_ms, &mut out, |_, _, _| ());
+        out.responses
+            .push((ctx.token, ResponseKind::OffsetCommit(resp)));
+        out
+    }
+
+    // ---- OffsetFetch ----------------------------------------------------------------------
+
+    /// The committed offsets of one group: `topics: None` means all of them.
+    fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<FetchedTopic<'_>>, ErrorCode> {
+        if let Some(e) = self.validate(group_id, EmptyGroupId::Allowed) {
+            return Err(e);
+        }
+        let group = self.groups.get(group_id);
+        Ok(match topics {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    let parts = parts
+                        .into_iter()
+                        .map(|p| (p, group.and_then(|g| g.offsets.get(&(t.clone(), p)))))
+                        .collect();
+                    (t, parts)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<&OffsetValue>)>> =
+                    BTreeMap::new();
+                if let Some(g) = group {
+                    for ((t, p), v) in &g.offsets {
+                        by_topic.entry(t.clone()).or_default().push((*p, Some(v)));
+                    }
+                }
+                by_topic.into_iter().collect()
+            }
+        })
+    }
+
+    /// OffsetFetch (v1-v9; v8+ fetches several groups). Answered immediately.
+    pub fn offset_fetch(
+        &mut self,
+        ctx: &RequestContext,
+        req: OffsetFetchRequest,
+        _now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let mut resp = OffsetFetchResponse::default();
+        if v >= 8 {
+            for g in &req.groups {
+                let group_id = g.group_id.0.to_string();
+                let topics = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                let mut rg = OffsetFetchResponseGroup::default();
+                rg.group_id = g.group_id.clone();
+                match self.fetch_offsets(&group_id, topics) {
+                    Ok(topics) => {
+                        rg.topics = topics
+                            .into_iter()
+                            .map(|(t, parts)| {
+                                let mut rt = OffsetFetchResponseTopics::default();
+                                rt.name = TopicName(s(&t));
+                                rt.partitions = parts
+                                    .into_iter()
+                                    .map(|(p, o)| {
+                                        let mut rp = OffsetFetchResponsePartitions::default();
+                                        rp.partition_index = p;
+                                        rp.committed_offset = o.map_or(-1, |o| o.offset);
+                                        rp.committed_leader_epoch =
+                                            o.map_or(-1, |o| o.leader_epoch);
+                                        rp.metadata =
+                                            Some(s(o.map_or("", |o| o.metadata.as_str())));
+                                        rp
+                                    })
+                                    .collect();
+                                rt
+                            })
+                            .collect();
+                    }
+                    Err(e) => rg.error_code = e.code(),
+                }
+                resp.groups.push(rg);
+            }
+        } else {
+            let group_id = req.group_id.0.to_string();
+            let requested: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let partition = |p: i32, o: Option<&OffsetValue>, e: ErrorCode| {
+                let mut rp = OffsetFetchResponsePartition::default();
+                rp.partition_index = p;
+                rp.committed_offset = o.map_or(-1, |o| o.offset);
+                if v >= 5 {
+                    rp.committed_leader_epoch = o.map_or(-1, |o| o.leader_epoch);
+                }
+                rp.metadata = Some(s(o.map_or("", |o| o.metadata.as_str())));
+                rp.error_code = e.code();
+                rp
+            };
+            match self.fetch_offsets(&group_id, requested.clone()) {
+                Ok(topics) => {
+                    resp.topics = topics
+                        .into_iter()
+                        .map(|(t, parts)| {
+                            let mut rt = OffsetFetchResponseTopic::default();
+                            rt.name = TopicName(s(&t));
+                            rt.partitions = parts
+                                .into_iter()
+                                .map(|(p, o)| partition(p, o, ErrorCode::None))
+                                .collect();
+                            rt
+                        })
+                        .collect();
+                }
+                Err(e) => {
+                    if v >= 2 {
+                        resp.error_code = e.code();
+                    } else {
+                        // v1 has no top-level error: every partition carries it.
+                        resp.topics = requested
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(t, parts)| {
+                                let mut rt = OffsetFetchResponseTopic::default();
+                                rt.name = TopicName(s(&t));
+                                rt.partitions =
+                                    parts.into_iter().map(|p| partition(p, None, e)).collect();
+                                rt
+                            })
+                            .collect();
+                    }
+                }
+            }
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::OffsetFetch(resp)));
+        out
+    }
+
+    // ---- OffsetDelete ---------------------------------------------------------------------
+
+    /// OffsetDelete (v0): deletes offsets of an empty group, or of topics a consumer group is
+    /// not subscribed to (else GROUP_SUBSCRIBED_TO_TOPIC).
+    pub fn offset_delete(
+        &mut self,
+        ctx: &RequestContext,
+        req: OffsetDeleteRequest,
+        _now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let group_id = req.group_id.0.to_string();
+        let mut resp = OffsetDeleteResponse::default();
+        let group_error = self.validate(&group_id, EmptyGroupId::Invalid).or_else(|| {
+            (!self.groups.contains_key(&group_id)).then_some(ErrorCode::GroupIdNotFound)
+        });
+        let group_error = match (group_error, self.groups.get_mut(&group_id)) {
+            (None, Some(g)) => {
+                let subscribed = match g.state {
+                    GroupState::Empty => Some(BTreeSet::new()),
+                    _ if g.protocol_type.as_deref() == Some("consumer") => {
+                        Some(g.subscribed_topics.clone().unwrap_or_default())
+                    }
+                    _ => None,
+                };
+                match subscribed {
+                    None => Some(ErrorCode::NonEmptyGroup),
+                    Some(subscribed) => {
+                        for t in &req.topics {
+                            let topic = t.name.0.to_string();
+                            let mut rt = OffsetDeleteResponseTopic::default();
+                            rt.name = t.name.clone();
+                            for p in &t.partitions {
+                                let e = if subscribed.contains(&topic) {
+                                    ErrorCode::GroupSubscribedToTopic
+                                } else {
+                                    if g.offsets
+                                        .remove(&(topic.clone(), p.partition_index))
+                                        .is_some()
+                                    {
+                                        out.records.push(Record {
+                                            partition: g.partition,
+                                            key: records::encode_offset_key(
+                                                &group_id,
+                                                &topic,
+                                                p.partition_index,
+                                            ),
+                                            value: None,
+                                        });
+                                    }
+                                    ErrorCode::None
+                                };
+                                let mut rp = OffsetDeleteResponsePartition::default();
+                                rp.partition_index = p.partition_index;
+                                rp.error_code = e.code();
+                                rt.partitions.push(rp);
+                            }
+                            resp.topics.push(rt);
+                        }
+                        None
+                    }
+                }
+            }
+            (e, _) => e,
+        };
+        if let Some(e) = group_error {
+            resp.error_code = e.code();
+            resp.topics.clear();
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::OffsetDelete(resp)));
+        out
+    }
+
+    // ---- ListGroups / DescribeGroups / DeleteGroups -----------------------------------------
+
+    /// ListGroups (v0-v5; v4 filters by state, v5 by type: these are all "classic").
+    pub fn list_groups(
+        &mut self,
+        ctx: &RequestContext,
+        req: ListGroupsRequest,
+        _now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let states: Vec<String> = if v >= 4 {
+            req.states_filter.iter().map(|s| s.to_lowercase()).collect()
+        } else {
+            Vec::new()
+        };
+        let types: Vec<String> = if v >= 5 {
+            req.types_filter.iter().map(|s| s.to_lowercase()).collect()
+        } else {
+            Vec::new()
+        };
+        let mut resp = ListGroupsResponse::default();
+        if types.is_empty() || types.iter().any(|t| t == "classic") {
+            for g in self
+                .groups
+                .values()
+                .filter(|g| self.owned_partitions.contains(&g.partition))
+            {
+                let state = g.state.name();
+                if !states.is_empty() && !states.iter().any(|s| s == &state.to_lowercase()) {
+                    continue;
+                }
+                let mut lg = ListedGroup::default();
+                lg.group_id = GroupId(s(&g.id));
+                lg.protocol_type = s(g.protocol_type.as_deref().unwrap_or(""));
+                if v >= 4 {
+                    lg.group_state = s(state);
+                }
+                if v >= 5 {
+                    lg.group_type = s("classic");
+                }
+                resp.groups.push(lg);
+            }
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::ListGroups(resp)));
+        out
+    }
+
+    /// DescribeGroups (v0-v6). Member metadata and assignments are shown only when Stable,
+    /// as in Kafka.
+    pub fn describe_groups(
+        &mut self,
+        ctx: &RequestContext,
+        req: DescribeGroupsRequest,
+        _now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let mut resp = DescribeGroupsResponse::default();
+        for id in &req.groups {
+            let group_id = id.0.to_string();
+            let mut dg = DescribedGroup::default();
+            dg.group_id = id.clone();
+            if v >= 3 && req.include_authorized_operations {
+                dg.authorized_operations = GROUP_AUTHORIZED_OPERATIONS;
+            }
+            if let Some(e) = self.validate(&group_id, EmptyGroupId::Allowed) {
+                dg.error_code = e.code();
+            } else if let Some(g) = self.groups.get(&group_id) {
+                let stable = g.state == GroupState::Stable;
+                dg.group_state = s(g.state.name());
+                dg.protocol_type = s(g.protocol_type.as_deref().unwrap_or(""));
+                dg.protocol_data = s(if stable {
+                    g.protocol_name.as_deref().unwrap_or("")
+                } else {
+                    ""
+                });
+                let snapshot = g.snapshot();
+                dg.members = snapshot
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let mut dm = DescribedGroupMember::default();
+                        dm.member_id = s(&m.member_id);
+                        if v >= 4 {
+                            dm.group_instance_id = m.group_instance_id.as_deref().map(s);
+                        }
+                        dm.client_id = s(&m.client_id);
+                        dm.client_host = s(&m.client_host);
+                        if stable {
+                            dm.member_metadata = m.metadata;
+                            dm.member_assignment = m.assignment;
+                        }
+                        dm
+                    })
+                    .collect();
+            } else if v >= 6 {
+                dg.error_code = ErrorCode::GroupIdNotFound.code();
+                dg.error_message = Some(s(&format!("Group {group_id} not found.")));
+            } else {
+                dg.group_state = s(GroupState::Dead.name());
+            }
+            resp.groups.push(dg);
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::DescribeGroups(resp)));
+        out
+    }
+
+    /// DeleteGroups (v0-v2): only empty groups; their offsets and metadata get tombstones.
+    pub fn delete_groups(
+        &mut self,
+        ctx: &RequestContext,
+        req: DeleteGroupsRequest,
+        _now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let mut resp = DeleteGroupsResponse::default();
+        for id in &req.groups_names {
+            let group_id = id.0.to_string();
+            let e = match self.validate(&group_id, EmptyGroupId::Allowed) {
+                Some(e) => e,
+                None => match self.groups.get(&group_id).map(|g| g.state) {
+                    None => ErrorCode::GroupIdNotFound,
+                    Some(GroupState::Empty) => {
+                        if let Some(g) = self.groups.remove(&group_id) {
+                            out.records.extend(tombstones(&g));
+                            tracing::info!(group = %group_id, "group deleted");
+                        }
+                        ErrorCode::None
+                    }
+                    Some(_) => ErrorCode::NonEmptyGroup,
+                },
+            };
+            let mut r = DeletableGroupResult::default();
+            r.group_id = id.clone();
+            r.error_code = e.code();
+            resp.results.push(r);
+        }
+        out.responses
+            .push((ctx.token, ResponseKind::DeleteGroups(resp)));
+        out
+    }
+
+    // ---- time ---------------------------------------------------------------------------------
+
+    /// Expires sessions and pending members, completes rebalances whose members all joined or
+    /// whose timeout passed, drops members that never synced, and every
+    /// `offsets.retention.check.interval.ms` expires offsets (tombstones in `records`).
+    pub fn tick(&mut self, now_ms: i64) -> Output {
+        let mut out = Output::default();
+        for g in self.groups.values_mut() {
+            if !self.owned_partitions.contains(&g.partition) {
+                continue;
+            }
+            let mut env = Env {
+                cfg: &self.config,
+                now: now_ms,
+                out: &mut out,
+            };
+            g.poll(&mut env);
+        }
+        if self.next_retention_check_ms.is_some_and(|t| t <= now_ms) {
+            self.expire_offsets(now_ms, &mut out);
+            self.next_retention_check_ms =
+                Some(now_ms.saturating_add(self.config.offsets_retention_check_interval_ms.max(1)));
+        }
+        out
+    }
+
+    /// When `tick` should run next (None: nothing scheduled).
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.groups
+            .values()
+            .filter(|g| self.owned_partitions.contains(&g.partition))
+            .filter_map(Group::next_deadline)
+            .chain(self.next_retention_check_ms)
+            .min()
+    }
+
+    /// Kafka's offset retention (KIP-211): offsets of an empty group expire
+    /// `offsets.retention.minutes` after the group became empty; offsets of a group that never
+    /// had members (simple consumers) after their commit; offsets of a stable consumer group
+    /// for topics it no longer subscribes to after their commit. An explicit expire timestamp
+    /// (OffsetCommit v2-v4) wins. Empty groups left without offsets are deleted.
+    fn expire_offsets(&mut self, now_ms: i64, out: &mut Output) {
+        let retention = self.config.offsets_retention_ms;
+        let mut dead = Vec::new();
+        for g in self.groups.values_mut() {
+            if !self.owned_partitions.contains(&g.partition) {
+                continue;
+            }
+            let rule: Option<(Option<i64>, BTreeSet<String>)> = match (&g.protocol_type, g.state) {
+                (Some(_), GroupState::Empty) => Some((g.state_timestamp_ms, BTreeSet::new())),
+                (Some(t), GroupState::Stable) if t == "consumer" => {
+                    g.subscribed_topics.clone().map(|topics| (None, topics))
+                }
+                (None, _) => Some((None, BTreeSet::new())),
+                _ => None,
+            };
+            if let Some((base, subscribed)) = rule {
+                let expired: Vec<(String, i32)> = g
+                    .offsets
+                    .iter()
+                    .filter(|((t, _), _)| !subscribed.contains(t))
+                    .filter(|(_, o)| match o.expire_timestamp_ms {
+                        Some(at) => now_ms >= at,
+                        None => now_ms - base.unwrap_or(o.commit_timestamp_ms) >= retention,
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for (topic, partition) in expired {
+                    g.offsets.remove(&(topic.clone(), partition));
+                    out.records.push(Record {
+                        partition: g.partition,
+                        key: records::encode_offset_key(&g.id, &topic, partition),
+                        value: None,
+                    });
+                }
+            }
+            if g.state == GroupState::Empty && g.offsets.is_empty() && g.pending_members.is_empty()
+            {
+                dead.push(g.id.clone());
+            }
+        }
+        for id in dead {
+            if let Some(g) = self.groups.remove(&id) {
+                tracing::info!(group = %id, "removing empty group without offsets");
+                out.records.push(Record {
+                    partition: g.partition,
+                    key: records::encode_group_key(&id),
+                    value: None,
+                });
+            }
+        }
+    }
+
+    // ---- replay -------------------------------------------------------------------------------
+
+    /// Applies one `__consumer_offsets` record (in log order) while rebuilding state on start or
+    /// failover, before `load_partition`. Tombstones delete; unknown record types are skipped.
+    pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), Error> {
+        match records::decode_key(key)? {
+            RecordKey::Offset {
+                group,
+                topic,
+                partition,
+            } => match value {
+                Some(v) => {
+                    let v = records::decode_offset_value(v)?;
+                    self.group_entry(&group)
+                        .offsets
+                        .insert((topic, partition), v);
+                }
+                None => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        g.offsets.remove(&(topic, partition));
+                        if g.offsets.is_empty() && g.members.is_empty() && g.protocol_type.is_none()
+                        {
+                            self.groups.remove(&group);
+                        }
+                    }
+                }
+            },
+            RecordKey::Group { group } => match value {
+                Some(v) => {
+                    let v = records::decode_group_value(v)?;
+                    self.group_entry(&group).load_metadata(v);
+                }
+                None => {
+                    let keep = self
+                        .groups
+                        .get(&group)
+                        .is_some_and(|g| !g.offsets.is_empty());
+                    if keep {
+                        let partition = self.partition_for(&group);
+                        if let Some(g) = self.groups.get_mut(&group) {
+                            let offsets = std::mem::take(&mut g.offsets);
+                            *g = Group::new(&group, partition);
+                            g.offsets = offsets;
+                        }
+                    } else {
+                        self.groups.remove(&group);
+                    }
+                }
+            },
+            RecordKey::Unknown { version } => {
+                tracing::debug!(version, "skipping unknown __consumer_offsets record type");
+            }
+        }
+        Ok(())
+    }
+
+    fn group_entry(&mut self, group_id: &str) -> &mut Group {
+        let partition = self.partition_for(group_id);
+        self.groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id, partition))
+    }
+}
+
+/// Tombstones for everything a group has in the log.
+fn tombstones(g: &Group) -> Vec<Record> {
+    let mut v: Vec<Record> = g
+        .offsets
+        .keys()
+        .map(|(t, p)| Record {
+            partition: g.partition,
+            key: records::encode_offset_key(&g.id, t, *p),
+            value: None,
+        })
+        .collect();
+    v.push(Record {
+        partition: g.partition,
+        key: records::encode_group_key(&g.id),
+        value: None,
+    });
+    v
+}
+
+/// Kafka's `doNewMemberJoinGroup`: a member without a member id joins.
+fn join_new_member(
+    g: &mut Group,
+    p: &JoinParams,
+    require_known_member_id: bool,
+    pending: Pending,
+    env: &mut Env,
+    ids: &mut MemberIdGenerator,
+) {
+    if !g.supports_protocols(&p.protocol_type, &p.protocols) {
+        env.respond_join(
+            pending,
+            JoinResult::error("", ErrorCode::InconsistentGroupProtocol),
+        );
+        return;
+    }
+    let new_id = ids.member_id(p.instance_id.as_deref().unwrap_or(&p.client_id));
+    match &p.instance_id {
+        Some(instance) => match g.static_members.get(instance).cloned() {
+            Some(old) => {
+                tracing::info!(group = %g.id, instance = %instance, old = %old, new = %new_id, "static member rejoins");
+                g.update_static_member_and_rebalance(&old, new_id, p, pending, env);
+            }
+            None => g.add_member_and_rebalance(new_id, p, pending, env),
+        },
+        None if require_known_member_id => {
+            g.pending_members.insert(
+                new_id.clone(),
+                env.now.saturating_add(i64::from(p.session_timeout_ms)),
+            );
+            env.respond_join(
+                pending,
+                JoinResult::error(&new_id, ErrorCode::MemberIdRequired),
+            );
+        }
+        None => g.add_member_and_rebalance(new_id, p, pending, env),
+    }
+}

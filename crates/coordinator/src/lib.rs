@@ -1,0 +1,88 @@
+//! The classic-protocol group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets,
+//! group admin) as a sans-IO state machine: requests and the current time in, responses and
+//! `__consumer_offsets` records out.
+//!
+//! # Driving it (the broker runtime's side)
+//! - One [`GroupCoordinator`] per broker, single-threaded (`&mut self`); wrap it in a Mutex.
+//! - Give every request a [`RequestToken`] (unique per in-flight request) in its
+//!   [`RequestContext`]. Every call returns an [`Output`]: `responses` may answer the request
+//!   itself *and* earlier delayed requests (a JoinGroup is answered when the rebalance
+//!   completes, a follower's SyncGroup when the leader's assignment arrives). Route each
+//!   response to the connection that sent the token; a token that is not in `responses` yet
+//!   is pending. Every token is answered exactly once (also on unload: NOT_COORDINATOR).
+//! - Append `Output::records` to their `__consumer_offsets` partitions and make them durable
+//!   *before* sending any response of the same `Output`. If that fails, unload the partition
+//!   (and reload by replay) rather than sending the responses.
+//! - Call [`GroupCoordinator::tick`] at [`GroupCoordinator::next_deadline`] (or earlier; it is
+//!   idempotent) to expire sessions, finish rebalances and expire offsets.
+//! - On start (or when this broker becomes leader of a `__consumer_offsets` partition): feed
+//!   every record of the partition to [`GroupCoordinator::replay`] in log order, then call
+//!   [`GroupCoordinator::load_partition`]. Groups on partitions that are not loaded get
+//!   NOT_COORDINATOR.
+
+mod config;
+mod coordinator;
+mod group;
+pub mod records;
+
+use bytes::Bytes;
+use protocol::ResponseKind;
+
+pub use config::CoordinatorConfig;
+pub use coordinator::{find_coordinator, partition_for, CoordinatorNode, GroupCoordinator};
+pub use group::{GroupSnapshot, GroupState, MemberSnapshot, OffsetSnapshot};
+
+/// Names one in-flight request so a delayed response can be routed back to its connection.
+pub type RequestToken = u64;
+
+/// Who sent a request and how: the parts of the request header and connection the
+/// coordinator needs.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestContext<'a> {
+    pub token: RequestToken,
+    /// The API version of the request; the response is built for this version.
+    pub api_version: i16,
+    pub client_id: &'a str,
+    /// The client's address as Kafka shows it (`/127.0.0.1`).
+    pub client_host: &'a str,
+}
+
+/// A record to append to `__consumer_offsets`; `value: None` is a tombstone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub partition: i32,
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+}
+
+/// What a call produced. Persist `records` before sending `responses`.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub responses: Vec<(RequestToken, ResponseKind)>,
+    pub records: Vec<Record>,
+}
+
+impl Output {
+    /// The response for `token`, if this output has one.
+    pub fn response(&self, token: RequestToken) -> Option<&ResponseKind> {
+        self.responses
+            .iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, r)| r)
+    }
+
+    /// Appends another output (records first keep their order).
+    pub fn extend(&mut self, other: Output) {
+        self.responses.extend(other.responses);
+        self.records.extend(other.records);
+    }
+}
+
+/// Errors of this crate: only replay can fail (a corrupt or unknown record).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("corrupt __consumer_offsets record: {0}")]
+    Corrupt(&'static str),
+    #[error("unsupported {what} version {version}")]
+    UnsupportedVersion { what: &'static str, version: i16 },
+}

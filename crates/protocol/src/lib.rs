@@ -91,7 +91,9 @@ pub fn decode_request(frame: Bytes) -> Result<Request, RequestError> {
     let header_version = api_key.request_header_version(version);
     let header = RequestHeader::decode(&mut buf, header_version)
         .map_err(|e| RequestError::Malformed(format!("request header: {e}")))?;
-    guard::check_request(api_key_raw, version, &buf)
+    // Bytes after the body are tolerated, as Kafka does: librdkafka 2.x sends a few extra
+    // bytes after some Metadata v13 requests.
+    guard::walk_request(api_key_raw, version, &buf)
         .map_err(|e| RequestError::Malformed(format!("{api_key:?} v{version}: {e}")))?;
     let body = RequestKind::decode(api_key, &mut buf, version)
         .map_err(|e| RequestError::Malformed(format!("{api_key:?} v{version}: {e:#}")))?;

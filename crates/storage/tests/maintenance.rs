@@ -1,0 +1,217 @@
+//! Retention, DeleteRecords, truncation, rolling and compaction, driven by a manual clock.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use model::{CleanupPolicy, ErrorCode, TopicConfig};
+
+#[test]
+fn segment_ms_rolls_by_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let cfg = TopicConfig {
+        segment_ms: 1000,
+        ..TopicConfig::default()
+    };
+    let log = open(dir.path(), cfg, &clock);
+    log.append(batch("a", 1, T0), 0).unwrap();
+    log.append(batch("a", 1, T0), 0).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    clock.advance(1001);
+    log.append(batch("a", 1, T0), 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+}
+
+#[test]
+fn retention_by_time_and_size_deletes_whole_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let cfg = TopicConfig {
+        retention_ms: 10_000,
+        ..config()
+    };
+    let log = open(dir.path(), cfg.clone(), &clock);
+    for i in 0..150 {
+        log.append(batch("r", 3, T0 + i * 100), 0).unwrap();
+    }
+    let segs = log.segment_base_offsets();
+    assert!(segs.len() >= 3, "{segs:?}");
+    assert_eq!(log.run_retention().unwrap().segments_deleted, 0);
+    // Segments whose newest record is older than T0 + 5000 go.
+    clock.set(T0 + 15_000);
+    let stats = log.run_retention().unwrap();
+    assert!(stats.segments_deleted >= 1);
+    assert_eq!(stats.log_start_offset, log.log_start_offset());
+    assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+    let e = log.read(0, 100, i64::MAX, true).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::OffsetOutOfRange);
+    let start = log.log_start_offset();
+    assert_eq!(read_all(&log, start).len() as i64, 450 - start);
+
+    // Size: keep at most ~2 segments' worth.
+    log.update_config(TopicConfig {
+        retention_ms: -1,
+        retention_bytes: 5000,
+        ..cfg
+    });
+    log.run_retention().unwrap();
+    assert!(log.size_bytes() <= 5000 + 4096, "{}", log.size_bytes());
+    // Everything expired, including the active segment: rolled, then deleted.
+    log.update_config(TopicConfig {
+        retention_ms: 1,
+        ..config()
+    });
+    clock.advance(100_000);
+    log.run_retention().unwrap();
+    assert_eq!(log.log_start_offset(), 450);
+    assert_eq!(log.log_end_offset(), 450);
+    assert_eq!(log.size_bytes(), 0);
+    assert_eq!(log.append(batch("n", 1, T0), 0).unwrap().base_offset, 450);
+}
+
+#[test]
+fn delete_records_advances_the_start_durably() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    {
+        let log = open(dir.path(), config(), &clock);
+        for _ in 0..50 {
+            log.append(batch("d", 4, T0), 0).unwrap();
+        }
+        assert_eq!(log.delete_records_before(101).unwrap(), 101);
+        assert_eq!(log.log_start_offset(), 101);
+        assert_eq!(log.delete_records_before(50).unwrap(), 101);
+        assert!(log.delete_records_before(1000).is_err());
+        assert!(log.segment_base_offsets()[0] <= 101);
+        let r = log.read(101, 1 << 20, i64::MAX, true).unwrap();
+        assert_eq!(r.first_offset, 100);
+        assert_eq!(log.offset_for_timestamp(0), Some((101, T0)));
+    }
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.log_start_offset(), 101);
+}
+
+#[test]
+fn truncation_removes_the_tail_and_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), config(), &clock);
+    for i in 0..40 {
+        log.append(idempotent(1, 0, i * 2, 2), 0).unwrap();
+    }
+    assert_eq!(log.producer_state(1), Some((0, 79)));
+    log.truncate_to(31).unwrap(); // inside batch [30, 31]: that batch goes too
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.producer_state(1), Some((0, 29)));
+    assert_eq!(read_all(&log, 0).len(), 30);
+    assert_eq!(
+        log.append(idempotent(1, 0, 30, 2), 0).unwrap().base_offset,
+        30
+    );
+    log.truncate_to(0).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.segment_count(), 1);
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.log_end_offset(), 0);
+    log.append(batch("z", 1, T0), 0).unwrap();
+    log.delete_records_before(1).unwrap();
+    log.truncate_to(0).unwrap(); // below the log start: start over there
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+}
+
+fn compacted() -> TopicConfig {
+    TopicConfig {
+        cleanup_policy: CleanupPolicy {
+            compact: true,
+            delete: false,
+        },
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: 1000,
+        ..config()
+    }
+}
+
+fn latest_by_key(log: &storage::Log) -> Vec<(i64, Option<Bytes>)> {
+    read_all(log, log.log_start_offset())
+}
+
+#[test]
+fn compaction_keeps_the_newest_record_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), compacted(), &clock);
+    for round in 0..30 {
+        let v1 = format!("a{round}");
+        let v2 = format!("b{round}");
+        log.append(keyed(&[("a", Some(&v1)), ("b", Some(&v2))], T0), 0)
+            .unwrap();
+    }
+    log.append(keyed(&[("c", Some("c0"))], T0), 0).unwrap();
+    log.append(keyed(&[("c", None)], T0), 0).unwrap(); // tombstone
+    for round in 0..30 {
+        let v = format!("a-late{round}");
+        log.append(keyed(&[("a", Some(&v))], T0), 0).unwrap();
+    }
+    let before = log.size_bytes();
+    let leo = log.log_end_offset();
+    let stats = log.run_compaction().unwrap();
+    assert!(stats.ran && stats.segments_cleaned > 0, "{stats:?}");
+    assert!(log.size_bytes() < before);
+    assert_eq!(log.log_end_offset(), leo);
+    let recs = latest_by_key(&log);
+    // Offsets increase; the newest b survives; the old a's in cleaned segments are gone.
+    assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(recs.iter().any(|(_, v)| v.as_deref() == Some(&b"b29"[..])));
+    assert!(!recs.iter().any(|(_, v)| v.as_deref() == Some(&b"b28"[..])));
+    assert!(!recs.iter().any(|(_, v)| v.as_deref() == Some(&b"a0"[..])));
+    // Nothing new is dirty: a second pass does nothing.
+    assert!(!log.run_compaction().unwrap().ran);
+    // The tombstone is kept until delete.retention.ms passes, then dropped.
+    let has_tombstone = |log: &storage::Log| latest_by_key(log).iter().any(|(_, v)| v.is_none());
+    assert!(has_tombstone(&log));
+    clock.advance(2000);
+    for i in 0..120 {
+        log.append(keyed(&[("d", Some(&format!("{i}")))], T0 + 2000), 0)
+            .unwrap();
+    }
+    let s = log.run_compaction().unwrap();
+    assert!(
+        !has_tombstone(&log),
+        "{s:?} {:?}",
+        log.segment_base_offsets()
+    );
+    // Reads, lookups and reopen still work on a compacted log.
+    let leo = log.log_end_offset();
+    drop(log);
+    let log = open(dir.path(), compacted(), &clock);
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(
+        log.read(0, 1 << 20, i64::MAX, true)
+            .unwrap()
+            .data
+            .is_empty(),
+        false
+    );
+}
+
+#[test]
+fn compaction_respects_policy_and_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), config(), &clock);
+    for _ in 0..100 {
+        log.append(keyed(&[("k", Some("v"))], T0), 0).unwrap();
+    }
+    assert!(!log.run_compaction().unwrap().ran, "cleanup.policy=delete");
+    log.update_config(TopicConfig {
+        min_compaction_lag_ms: 60_000,
+        ..compacted()
+    });
+    assert!(!log.run_compaction().unwrap().ran, "too recent");
+    clock.advance(60_001);
+    let s = log.run_compaction().unwrap();
+    assert!(s.ran && s.records_removed > 0);
+}

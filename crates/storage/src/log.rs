@@ -894,7 +894,18 @@ impl Log {
         let interval = s.config().index_interval_bytes.max(0) as u64;
         let now = s.clock.now_ms();
         let offset = offset.max(0);
-        if offset < s.log_start() {
+        // Cutting the batch that straddles the log start would leave the end below the
+        // start: restart the log at `offset` instead, as for a target below the start.
+        let straddles = {
+            let segs = s.segments.read();
+            let i = segs
+                .partition_point(|sg| sg.base_offset <= offset)
+                .saturating_sub(1);
+            Arc::clone(&segs[i])
+        }
+        .find_batch(offset)?
+        .is_some_and(|(_, h)| h.base_offset < s.log_start());
+        if offset < s.log_start() || straddles {
             let old: Vec<_> = std::mem::take(&mut *s.segments.write());
             for seg in &old {
                 seg.delete_files()?;

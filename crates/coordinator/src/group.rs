@@ -576,18 +576,12 @@ impl Group {
         if self.pending_sync.remove(old_id) {
             self.pending_sync.insert(new_id.clone());
         }
-        let old_protocols = self
-            .members
-            .get(&new_id)
-            .map(|m| m.protocols.clone())
-            .unwrap_or_default();
         self.update_member(&new_id, p, pending, env);
 
         match self.state {
             GroupState::Stable => {
                 if self.select_protocol() == self.protocol_name {
                     // No rebalance: persist the new member id and answer right away.
-                    let _ = old_protocols;
                     let records = self.metadata_record(env.now);
                     env.out.records.push(records);
                     let is_leader = self.is_leader(&new_id);
@@ -728,8 +722,10 @@ impl Group {
         if !self.maybe_elect_new_joined_leader() && !self.members.is_empty() {
             // Only static members that have not rejoined are left: wait another rebalance
             // timeout (their sessions will expire meanwhile if they are gone).
+            // At least 1ms so a zero rebalance timeout cannot make the runtime spin.
             self.join_timer = JoinTimer::Regular;
-            self.join_deadline_ms = Some(env.now.saturating_add(self.rebalance_timeout_ms()));
+            self.join_deadline_ms =
+                Some(env.now.saturating_add(self.rebalance_timeout_ms().max(1)));
             return;
         }
         self.join_deadline_ms = None;

@@ -840,8 +840,6 @@ fn offsets_expire_after_retention_and_empty_groups_go_away() {
     assert_eq!(tomb.len(), 2, "offset and group tombstones");
     // OffsetCommit v2 with an explicit retention time.
     let r = {
-        let t = 999_999;
-        let _ = t;
         h.admin(2, |c, ctx, now| {
             let mut req = OffsetCommitRequest::default();
             req.group_id = GroupId(sb("old"));
@@ -878,14 +876,23 @@ fn persistence_round_trip() {
         req.groups_names = vec![GroupId(sb("gone"))];
         c.delete_groups(ctx, req, now)
     });
+    // A static group that is Stable, then its member restarts (new member id, persisted).
     let s = h.join("s", "", Some("inst"));
-    let sid = h.join_resp(s).unwrap().member_id.to_string();
-    let s = h.join("s", "", Some("inst")); // restart while Stable? not yet stable: rebalance
-    let _ = s;
-    let _ = sid;
-    h.stable_group("c", 1);
-    let (cids, _, _) = (h.c.group("c").unwrap().members.clone(), 0, 0);
-    h.leave("c", &[(&cids[0].member_id, None)], 3);
+    let r = h.join_resp(s).unwrap().clone();
+    let sy = h.sync_with(
+        "s",
+        &r.member_id,
+        Some("inst"),
+        r.generation_id,
+        3,
+        &[(&r.member_id, b"S")],
+    );
+    assert!(h.answered(sy));
+    let s2 = h.join("s", "", Some("inst"));
+    assert_ne!(h.join_resp(s2).unwrap().member_id, r.member_id);
+    // A group whose only member left: Empty, generation bumped.
+    let (cids, _, _) = h.stable_group("c", 1);
+    h.leave("c", &[(&cids[0], None)], 3);
     h.commit("b", &ids[1], generation, &[("t", 0, 11)]);
 
     let mut fresh = GroupCoordinator::new(test_config());

@@ -306,11 +306,11 @@ def test_aiokafka_admin(broker, topic):
         try:
             await admin.create_topics([ANewTopic(topic, 2, 1, topic_configs={"retention.ms": "123000"})])
             assert topic in await admin.list_topics()
-            resp = await admin.describe_configs([AConfigResource(AType.TOPIC, topic, ["retention.ms", "cleanup.policy"])])
+            resp = await admin.describe_configs([AConfigResource(AType.TOPIC, topic, {"retention.ms": None, "cleanup.policy": None})])
             entries = {e[0]: e[1] for r in resp for res in r.resources for e in res[4]}
             assert entries == {"retention.ms": "123000", "cleanup.policy": "delete"}
             await admin.alter_configs([AConfigResource(AType.TOPIC, topic, {"retention.ms": "456000"})])
-            resp = await admin.describe_configs([AConfigResource(AType.TOPIC, topic, ["retention.ms"])])
+            resp = await admin.describe_configs([AConfigResource(AType.TOPIC, topic, {"retention.ms": None})])
             assert [e[1] for r in resp for res in r.resources for e in res[4]] == ["456000"]
             await admin.create_partitions({topic: ANewPartitions(4)})
             desc = await admin.describe_topics([topic])

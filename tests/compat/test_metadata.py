@@ -17,8 +17,8 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _create(broker, topic, partitions):
     from confluent_kafka.admin import NewTopic
-    fs = clients.confluent_admin(broker.bootstrap).create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=15)
+    admin = clients.confluent_admin(broker.bootstrap)  # keep the handle alive until the result
+    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=15)
     fs[topic].result(timeout=20)
 
 
@@ -30,7 +30,6 @@ def test_confluent_metadata(broker, topic):
     b = md.brokers[1]
     assert (b.id, b.host, b.port) == (1, "127.0.0.1", broker.port)
     assert md.controller_id == 1
-    assert md.orig_broker_id == 1
     assert md.cluster_id
     t = md.topics[topic]
     assert t.error is None
@@ -61,13 +60,16 @@ def test_kafka_python_metadata(broker, topic):
         assert topic in admin.list_topics()
         (t,) = admin.describe_topics([topic])
         assert t["name"] == topic and t["error_code"] == 0
-        assert t["topic_id"] not in (None, ZERO_UUID)
+        topic_id = uuid.UUID(str(t["topic_id"]))
+        assert topic_id != ZERO_UUID
         assert sorted(p["partition_index"] for p in t["partitions"]) == [0, 1]
         for p in t["partitions"]:
             assert (p["error_code"], p["leader_id"], list(p["replica_nodes"]), list(p["isr_nodes"])) == (0, 1, [1], [1])
         # KIP-516: describing by topic id gives the same topic back.
-        (by_id,) = admin.describe_topics([t["topic_id"]])
-        assert by_id["name"] == topic
+        (by_id,) = admin.describe_topics([topic_id])
+        assert (by_id["error_code"], by_id["name"]) == (0, topic)
+        (unknown,) = admin.describe_topics([uuid.uuid4()])
+        assert unknown["error_code"] == 100  # UNKNOWN_TOPIC_ID
         cluster = admin.describe_cluster()
         assert cluster["controller_id"] == 1
         assert cluster["cluster_id"]
@@ -80,19 +82,18 @@ def test_aiokafka_metadata(broker, topic):
     _create(broker, topic, 3)
 
     async def check():
-        from aiokafka import AIOKafkaConsumer
-        c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, request_timeout_ms=10000)
-        await c.start()
+        from aiokafka import AIOKafkaProducer, TopicPartition
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+        await p.start()
         try:
-            assert await c.partitions_for_topic(topic) == {0, 1, 2}
-            assert topic in await c.topics()
-            cluster = c._client.cluster
+            assert await p.partitions_for(topic) == {0, 1, 2}
+            cluster = p.client.cluster
             assert [(b.nodeId, b.host, b.port) for b in cluster.brokers()] == [(1, "127.0.0.1", broker.port)]
-            for p in range(3):
-                from aiokafka import TopicPartition
-                assert cluster.leader_for_partition(TopicPartition(topic, p)) == 1
+            assert cluster.controller.nodeId == 1
+            for part in range(3):
+                assert cluster.leader_for_partition(TopicPartition(topic, part)) == 1
         finally:
-            await c.stop()
+            await p.stop()
 
     clients.run_async(check())
 

@@ -45,7 +45,7 @@ pub async fn accept_loop(
                 let inner_tasks = tasks.clone();
                 tasks.spawn(async move {
                     tracing::debug!(%peer, "connection opened");
-                    serve(stream, state, cancel, inner_tasks).await;
+                    serve(stream, peer, state, cancel, inner_tasks).await;
                     tracing::debug!(%peer, "connection closed");
                     drop(permit);
                 });
@@ -64,11 +64,14 @@ pub async fn accept_loop(
 
 async fn serve(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     state: Arc<BrokerState>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 ) {
     let _ = stream.set_nodelay(true);
+    // Kafka shows a client's host as "/<ip>" in group descriptions.
+    let client_host = format!("/{}", peer.ip());
     let (mut read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Reply>(state.config.queued_max_requests.max(1) as usize);
     let writer = tasks.spawn(write_replies(write_half, rx));
@@ -93,7 +96,7 @@ async fn serve(
             }
         };
         let reply = match protocol::decode_request(frame) {
-            Ok(req) => handlers::dispatch(&state, req),
+            Ok(req) => handlers::dispatch(&state, req, &client_host),
             Err(RequestError::UnsupportedVersion {
                 api_key,
                 version,

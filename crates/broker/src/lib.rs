@@ -5,6 +5,7 @@
 //! in-flight requests, flush, write clean-shutdown markers.
 
 mod connection;
+mod groups;
 mod handlers;
 mod replica;
 mod state;

@@ -1,6 +1,7 @@
 //! The broker's shared state: config, metadata, hosted partitions, the clock, and the
 //! background jobs (retention, flush, compaction) that keep logs in shape.
 
+use crate::groups::Groups;
 use crate::replica::{Partition, ReplicaManager};
 use crate::BrokerError;
 use metadata::{
@@ -29,6 +30,7 @@ pub struct BrokerState {
     pub data_dir: PathBuf,
     pub metadata: MetadataStore,
     pub replicas: ReplicaManager,
+    pub groups: Arc<Groups>,
     pub clock: Arc<dyn Clock>,
     /// Bumped whenever a high watermark moves; Fetch long-polls wait on it.
     pub data_version: watch::Sender<u64>,
@@ -69,6 +71,7 @@ impl BrokerState {
             data_dir,
             metadata,
             replicas: ReplicaManager::default(),
+            groups: Arc::new(Groups::new(&config)),
             clock: Arc::new(SystemClock),
             data_version: watch::Sender::new(0),
             cancel,
@@ -78,6 +81,9 @@ impl BrokerState {
         });
         state.reconcile()?;
         state.remove_stale_dirs();
+        if let Err(e) = state.groups.ensure_loaded(&state, false) {
+            tracing::error!(error = ?e, "loading consumer groups failed; group requests will be retried by clients");
+        }
         Ok(state)
     }
 
@@ -228,6 +234,8 @@ impl BrokerState {
 
     /// Starts the periodic jobs: flush.ms checks, retention, compaction.
     pub fn start_background(self: &Arc<Self>) {
+        self.tasks
+            .spawn(self.groups.clone().run_timers(self.clone()));
         let every = |ms: i64| Duration::from_millis(ms.max(10) as u64);
         self.spawn_periodic(
             "flush",

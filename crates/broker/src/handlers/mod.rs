@@ -56,14 +56,35 @@ impl Ctx {
 }
 
 /// Routes a decoded request to its handler.
-pub fn dispatch(state: &Arc<BrokerState>, req: Request) -> Reply {
+pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Reply {
     let ctx = Ctx {
         api: req.api_key,
         version: req.version(),
         correlation_id: req.correlation_id(),
     };
     let v = ctx.version;
+    let client_id = req
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
     match req.body {
+        body @ (RequestKind::FindCoordinator(_)
+        | RequestKind::JoinGroup(_)
+        | RequestKind::SyncGroup(_)
+        | RequestKind::Heartbeat(_)
+        | RequestKind::LeaveGroup(_)
+        | RequestKind::OffsetCommit(_)
+        | RequestKind::OffsetFetch(_)
+        | RequestKind::OffsetDelete(_)
+        | RequestKind::ListGroups(_)
+        | RequestKind::DescribeGroups(_)
+        | RequestKind::DeleteGroups(_)) => {
+            state
+                .groups
+                .handle(state, ctx, &client_id, client_host, body)
+        }
         RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
             protocol::versions::api_versions_response(0),
         )),

@@ -50,11 +50,7 @@ pub fn list_offsets(
                         LATEST => Some((latest, -1)),
                         EARLIEST | EARLIEST_LOCAL => Some((partition.log.log_start_offset(), -1)),
                         LATEST_TIERED => Some((-1, -1)),
-                        MAX_TIMESTAMP => partition
-                            .log
-                            .max_timestamp()
-                            .filter(|(o, _)| *o < latest)
-                            .map(|(o, ts)| (o, ts)),
+                        MAX_TIMESTAMP => partition.log.max_timestamp().filter(|(o, _)| *o < latest),
                         ts if ts >= 0 => partition
                             .log
                             .offset_for_timestamp(ts)

@@ -1,0 +1,328 @@
+//! The group coordinator's runtime: routes group requests into the sans-IO
+//! `GroupCoordinator`, appends the records it emits to `__consumer_offsets`, waits for them
+//! to be durable, then delivers the responses (some of them delayed) to their connections.
+//!
+//! `__consumer_offsets` is created on the first FindCoordinator for a group (as Kafka does),
+//! with `offsets.topic.num.partitions` partitions and `cleanup.policy=compact`. On start, an
+//! existing one is replayed into the coordinator before any group request is served.
+
+use crate::handlers::{Ctx, Reply};
+use crate::state::BrokerState;
+use bytes::Bytes;
+use coordinator::{CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext};
+use metadata::NewTopic;
+use model::ErrorCode;
+use protocol::{RequestKind, ResponseKind};
+use record::{BatchBuilder, Compression, NewRecord};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Largest decompressed batch accepted when replaying `__consumer_offsets`.
+const REPLAY_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Owns the coordinator and the routes of its pending responses.
+pub struct Groups {
+    coordinator: Mutex<GroupCoordinator>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<ResponseKind>>>,
+    next_token: AtomicU64,
+    /// Wakes the timer task when a call may have moved the next deadline earlier.
+    wake: Notify,
+    loaded: AtomicBool,
+    load_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups").finish()
+    }
+}
+
+impl Groups {
+    pub fn new(config: &model::BrokerConfig) -> Groups {
+        Groups {
+            coordinator: Mutex::new(GroupCoordinator::new(CoordinatorConfig::from_broker(
+                config,
+            ))),
+            pending: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            wake: Notify::new(),
+            loaded: AtomicBool::new(false),
+            load_lock: Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
+        self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replays `__consumer_offsets` if it exists (at start), or creates it when `create`.
+    pub fn ensure_loaded(&self, state: &BrokerState, create: bool) -> Result<(), ErrorCode> {
+        if self.loaded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _guard = self.load_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.loaded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let image = state.image();
+        let topic = match image.topic(OFFSETS_TOPIC) {
+            Some(t) => t.clone(),
+            None if !create => return Ok(()),
+            None => {
+                let mut configs = BTreeMap::new();
+                configs.insert("cleanup.policy".to_string(), "compact".to_string());
+                configs.insert("segment.bytes".to_string(), "104857600".to_string());
+                let created = state.metadata.create_topic(
+                    NewTopic {
+                        name: OFFSETS_TOPIC.to_string(),
+                        partitions: state.config.offsets_topic_num_partitions,
+                        replication_factor: 1,
+                        configs,
+                    },
+                    state.config.num_partitions,
+                    state.config.default_replication_factor,
+                    false,
+                );
+                let t = match created {
+                    Ok(t) => t,
+                    Err(e) if e.code == ErrorCode::TopicAlreadyExists => state
+                        .image()
+                        .topic(OFFSETS_TOPIC)
+                        .cloned()
+                        .ok_or(ErrorCode::CoordinatorNotAvailable)?,
+                    Err(e) => {
+                        tracing::error!(error = %e, "creating {OFFSETS_TOPIC} failed");
+                        return Err(ErrorCode::CoordinatorNotAvailable);
+                    }
+                };
+                state.reconcile_or_log();
+                tracing::info!(partitions = t.partitions.len(), "created {OFFSETS_TOPIC}");
+                t
+            }
+        };
+        let now = state.clock.now_ms();
+        let mut c = self.lock();
+        for p in 0..topic.partitions.len() as i32 {
+            let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
+                tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");
+                return Err(ErrorCode::CoordinatorNotAvailable);
+            };
+            let mut offset = partition.log.log_start_offset();
+            let end = partition.high_watermark();
+            let mut records = 0u64;
+            while offset < end {
+                let data = match partition.log.read(offset, 1 << 20, end, true) {
+                    Ok(r) => r.data,
+                    Err(e) => {
+                        tracing::error!(partition = p, error = %e, "replaying {OFFSETS_TOPIC} failed");
+                        return Err(ErrorCode::CoordinatorLoadInProgress);
+                    }
+                };
+                if data.is_empty() {
+                    break;
+                }
+                let batches = record::split_batches(&data).map_err(|e| {
+                    tracing::error!(partition = p, error = %e, "corrupt batch in {OFFSETS_TOPIC}");
+                    ErrorCode::CoordinatorLoadInProgress
+                })?;
+                for batch in batches {
+                    let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
+                        .map_err(|e| {
+                            tracing::error!(partition = p, error = %e, "undecodable batch in {OFFSETS_TOPIC}");
+                            ErrorCode::CoordinatorLoadInProgress
+                        })?;
+                    offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
+                    if header.is_control() {
+                        continue;
+                    }
+                    for r in iter.flatten() {
+                        let Some(key) = r.key else { continue };
+                        records += 1;
+                        if let Err(e) = c.replay(&key, r.value.as_deref()) {
+                            tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
+                        }
+                    }
+                }
+            }
+            if records > 0 {
+                tracing::info!(partition = p, records, "replayed {OFFSETS_TOPIC} partition");
+            }
+            c.load_partition(p, now);
+        }
+        self.loaded.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Handles one group API request.
+    pub fn handle(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        ctx: Ctx,
+        client_id: &str,
+        client_host: &str,
+        body: RequestKind,
+    ) -> Reply {
+        if let RequestKind::FindCoordinator(req) = &body {
+            let resp = coordinator::find_coordinator(req, ctx.version, |key_type, _key| {
+                if key_type != 0 {
+                    // Transaction coordinators arrive with transactions.
+                    return Err(ErrorCode::CoordinatorNotAvailable);
+                }
+                self.ensure_loaded(state, true)?;
+                Ok(CoordinatorNode {
+                    node_id: state.node_id,
+                    host: state.host.clone(),
+                    port: state.port,
+                })
+            });
+            return ctx.ready(ResponseKind::FindCoordinator(resp));
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, tx);
+        let rctx = RequestContext {
+            token,
+            api_version: ctx.version,
+            client_id,
+            client_host,
+        };
+        let now = state.clock.now_ms();
+        {
+            let mut c = self.lock();
+            let out = match body {
+                RequestKind::JoinGroup(r) => c.join_group(&rctx, r, now),
+                RequestKind::SyncGroup(r) => c.sync_group(&rctx, r, now),
+                RequestKind::Heartbeat(r) => c.heartbeat(&rctx, r, now),
+                RequestKind::LeaveGroup(r) => c.leave_group(&rctx, r, now),
+                RequestKind::OffsetCommit(r) => c.offset_commit(&rctx, r, now),
+                RequestKind::OffsetFetch(r) => c.offset_fetch(&rctx, r, now),
+                RequestKind::OffsetDelete(r) => c.offset_delete(&rctx, r, now),
+                RequestKind::ListGroups(r) => c.list_groups(&rctx, r, now),
+                RequestKind::DescribeGroups(r) => c.describe_groups(&rctx, r, now),
+                RequestKind::DeleteGroups(r) => c.delete_groups(&rctx, r, now),
+                other => {
+                    tracing::error!("not a group request: {other:?}");
+                    Output::default()
+                }
+            };
+            self.persist_and_route(state, out);
+        }
+        self.wake.notify_one();
+        Reply::Later(Box::pin(async move {
+            match rx.await {
+                Ok(resp) => ctx.encode(resp),
+                // Dropped: the records could not be persisted, or the broker is stopping.
+                Err(_) => None,
+            }
+        }))
+    }
+
+    /// Appends the output's records (called with the coordinator lock held, so records reach
+    /// the log in the order the coordinator emitted them), then delivers its responses once
+    /// those records are durable.
+    fn persist_and_route(self: &Arc<Self>, state: &Arc<BrokerState>, out: Output) {
+        let mut waits = Vec::new();
+        let mut failed = false;
+        let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();
+        let now = state.clock.now_ms();
+        for r in out.records {
+            by_partition
+                .entry(r.partition)
+                .or_default()
+                .push(NewRecord::new(Some(r.key), r.value, now));
+        }
+        for (p, records) in by_partition {
+            let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
+                tracing::error!(partition = p, "{OFFSETS_TOPIC} partition missing");
+                failed = true;
+                continue;
+            };
+            let mut builder = BatchBuilder::new(Compression::None);
+            for r in records {
+                builder.push(r);
+            }
+            let appended = builder
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|batch: Bytes| {
+                    partition
+                        .log
+                        .append(batch, partition.leader_epoch())
+                        .map_err(|e| e.to_string())
+                });
+            match appended {
+                Ok(info) => {
+                    partition.advance_high_watermark();
+                    waits.push((partition, info.last_offset));
+                }
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "writing {OFFSETS_TOPIC} failed");
+                    failed = true;
+                }
+            }
+        }
+        if !waits.is_empty() {
+            state.notify_data();
+        }
+        let mut routes = Vec::with_capacity(out.responses.len());
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            for (token, resp) in out.responses {
+                if let Some(tx) = pending.remove(&token) {
+                    routes.push((tx, resp));
+                }
+            }
+        }
+        if failed {
+            // Dropping the senders closes those connections: the client retries elsewhere or
+            // later, and nothing unpersisted was acknowledged.
+            return;
+        }
+        if waits.is_empty() {
+            for (tx, resp) in routes {
+                let _ = tx.send(resp);
+            }
+            return;
+        }
+        state.tasks.spawn(async move {
+            for (partition, offset) in waits {
+                if let Err(e) = partition.log.wait_durable(offset).await {
+                    tracing::error!(partition = %partition.tp, error = %e, "fsync of {OFFSETS_TOPIC} failed");
+                    return;
+                }
+            }
+            for (tx, resp) in routes {
+                let _ = tx.send(resp);
+            }
+        });
+    }
+
+    /// Drives the coordinator's timers (session expiry, rebalance completion, offset
+    /// retention) until the broker stops.
+    pub async fn run_timers(self: Arc<Self>, state: Arc<BrokerState>) {
+        loop {
+            let now = state.clock.now_ms();
+            let next = self.lock().next_deadline();
+            let wait_ms = next.map_or(1000, |d| (d - now).clamp(0, 1000));
+            tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
+            }
+            let now = state.clock.now_ms();
+            let mut c = self.lock();
+            if c.next_deadline().is_some_and(|d| d <= now) {
+                let out = c.tick(now);
+                self.persist_and_route(&state, out);
+            }
+        }
+    }
+}

@@ -16,12 +16,26 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("coordinator", &["model", "protocol"]),
         (
             "broker",
-            &["model", "record", "protocol", "storage", "metadata", "coordinator"],
+            &[
+                "model",
+                "record",
+                "protocol",
+                "storage",
+                "metadata",
+                "coordinator",
+            ],
         ),
         ("client", &["model", "record", "protocol"]),
         (
             "moldau",
-            &["model", "record", "protocol", "broker", "client", "coordinator"],
+            &[
+                "model",
+                "record",
+                "protocol",
+                "broker",
+                "client",
+                "coordinator",
+            ],
         ),
     ];
     rules
@@ -34,11 +48,21 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
 fn workspace_dependencies_follow_the_code_map() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("parse metadata");
     let packages = meta["packages"].as_array().expect("packages");
     let members: BTreeSet<String> = packages
@@ -50,7 +74,9 @@ fn workspace_dependencies_follow_the_code_map() {
     for p in packages {
         let name = p["name"].as_str().unwrap_or_default();
         let Some(allowed) = rules.get(name) else {
-            violations.push(format!("crate '{name}' is not in the code map (ARCHITECTURE.md)"));
+            violations.push(format!(
+                "crate '{name}' is not in the code map (ARCHITECTURE.md)"
+            ));
             continue;
         };
         for d in p["dependencies"].as_array().into_iter().flatten() {
@@ -61,14 +87,25 @@ fn workspace_dependencies_follow_the_code_map() {
             }
         }
     }
-    assert!(violations.is_empty(), "dependency rules broken:\n{}", violations.join("\n"));
+    assert!(
+        violations.is_empty(),
+        "dependency rules broken:\n{}",
+        violations.join("\n")
+    );
 }
 
 #[test]
 fn the_rules_themselves_are_layered() {
     // A crate may only depend on crates listed before it: no cycles, one direction.
     let order = [
-        "model", "record", "protocol", "storage", "metadata", "coordinator", "broker", "client",
+        "model",
+        "record",
+        "protocol",
+        "storage",
+        "metadata",
+        "coordinator",
+        "broker",
+        "client",
         "moldau",
     ];
     let rules = allowed();

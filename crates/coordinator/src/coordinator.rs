@@ -31,7 +31,7 @@ use protocol::messages::{
     OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
     SyncGroupRequest, TopicName,
 };
-use protocol::ResponseKind;
+use protocol::{RequestKind, ResponseKind};
 
 use crate::group::{s, Env, Group, GroupState, JoinParams, JoinResult, Pending, SyncResult};
 use crate::records::{self, OffsetValue, RecordKey};
@@ -173,6 +173,8 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: BTreeMap<String, Group>,
     owned_partitions: BTreeSet<i32>,
+    /// Partitions being replayed: their groups answer COORDINATOR_LOAD_IN_PROGRESS.
+    loading_partitions: BTreeSet<i32>,
     next_retention_check_ms: Option<i64>,
     ids: MemberIdGenerator,
 }
@@ -190,6 +192,7 @@ impl GroupCoordinator {
             config,
             groups: BTreeMap::new(),
             owned_partitions: BTreeSet::new(),
+            loading_partitions: BTreeSet::new(),
             next_retention_check_ms: None,
             ids: MemberIdGenerator::new(),
         }
@@ -204,9 +207,16 @@ impl GroupCoordinator {
         partition_for(group_id, self.config.offsets_topic_num_partitions)
     }
 
+    /// Marks a partition as being replayed (optional): until `load_partition`, its groups
+    /// answer COORDINATOR_LOAD_IN_PROGRESS (clients retry) instead of NOT_COORDINATOR.
+    pub fn begin_loading(&mut self, partition: i32) {
+        self.loading_partitions.insert(partition);
+    }
+
     /// Starts serving the groups of a partition, after its records were replayed. Members
     /// loaded from the log get a fresh session from `now_ms`.
     pub fn load_partition(&mut self, partition: i32, now_ms: i64) {
+        self.loading_partitions.remove(&partition);
         self.owned_partitions.insert(partition);
         for g in self
             .groups
@@ -229,6 +239,7 @@ impl GroupCoordinator {
     pub fn unload_partition(&mut self, partition: i32) -> Output {
         let mut out = Output::default();
         self.owned_partitions.remove(&partition);
+        self.loading_partitions.remove(&partition);
         let ids: Vec<String> = self
             .groups
             .values()
@@ -257,6 +268,11 @@ impl GroupCoordinator {
     fn validate(&self, group_id: &str, empty: EmptyGroupId) -> Option<ErrorCode> {
         if group_id.is_empty() && empty == EmptyGroupId::Invalid {
             Some(ErrorCode::InvalidGroupId)
+        } else if self
+            .loading_partitions
+            .contains(&self.partition_for(group_id))
+        {
+            Some(ErrorCode::CoordinatorLoadInProgress)
         } else if !self.is_coordinator_for(group_id) {
             Some(ErrorCode::NotCoordinator)
         } else {
@@ -398,7 +414,12 @@ impl GroupCoordinator {
         let error = self.validate(&group_id, EmptyGroupId::Invalid).or_else(|| {
             (!self.groups.contains_key(&group_id)).then_some(ErrorCode::UnknownMemberId)
         });
-        if let Some(e) = error {
+        if let Some(mut e) = error {
+            if e == ErrorCode::CoordinatorLoadInProgress {
+                // The rebalance state was lost with the old coordinator: have the member rejoin.
+                // (Older clients do not expect COORDINATOR_LOAD_IN_PROGRESS here.)
+                e = ErrorCode::RebalanceInProgress;
+            }
             let mut env = Env {
                 cfg: &self.config,
                 now: now_ms,
@@ -461,6 +482,8 @@ impl GroupCoordinator {
         };
         let member_id = req.member_id.to_string();
         let error = match self.validate(&group_id, EmptyGroupId::Invalid) {
+            // Kafka answers heartbeats blindly while the group is loading.
+            Some(ErrorCode::CoordinatorLoadInProgress) => ErrorCode::None,
             Some(e) => e,
             None => self
                 .with_group(&group_id, now_ms, &mut out, |g, env, _| {
@@ -876,6 +899,9 @@ impl GroupCoordinator {
             Vec::new()
         };
         let mut resp = ListGroupsResponse::default();
+        if !self.loading_partitions.is_empty() {
+            resp.error_code = ErrorCode::CoordinatorLoadInProgress.code();
+        }
         if types.is_empty() || types.iter().any(|t| t == "classic") {
             for g in self
                 .groups
@@ -996,6 +1022,55 @@ impl GroupCoordinator {
         }
         out.responses
             .push((ctx.token, ResponseKind::DeleteGroups(resp)));
+        out
+    }
+
+    /// Runs a group API request; gives back requests of other APIs. FindCoordinator is not
+    /// handled here (see [`find_coordinator`]): it needs the cluster's view of leaders.
+    pub fn handle(
+        &mut self,
+        ctx: &RequestContext,
+        request: RequestKind,
+        now_ms: i64,
+    ) -> Result<Output, RequestKind> {
+        Ok(match request {
+            RequestKind::JoinGroup(r) => self.join_group(ctx, r, now_ms),
+            RequestKind::SyncGroup(r) => self.sync_group(ctx, r, now_ms),
+            RequestKind::Heartbeat(r) => self.heartbeat(ctx, r, now_ms),
+            RequestKind::LeaveGroup(r) => self.leave_group(ctx, r, now_ms),
+            RequestKind::OffsetCommit(r) => self.offset_commit(ctx, r, now_ms),
+            RequestKind::OffsetFetch(r) => self.offset_fetch(ctx, r, now_ms),
+            RequestKind::OffsetDelete(r) => self.offset_delete(ctx, r, now_ms),
+            RequestKind::ListGroups(r) => self.list_groups(ctx, r, now_ms),
+            RequestKind::DescribeGroups(r) => self.describe_groups(ctx, r, now_ms),
+            RequestKind::DeleteGroups(r) => self.delete_groups(ctx, r, now_ms),
+            other => return Err(other),
+        })
+    }
+
+    /// Drops the committed offsets of deleted topics (Kafka's `handleDeletedPartitions`):
+    /// tombstones in `records`; no responses.
+    pub fn delete_topic_offsets(&mut self, topics: &[&str]) -> Output {
+        let mut out = Output::default();
+        for g in self.groups.values_mut() {
+            if !self.owned_partitions.contains(&g.partition) {
+                continue;
+            }
+            let doomed: Vec<(String, i32)> = g
+                .offsets
+                .keys()
+                .filter(|(t, _)| topics.contains(&t.as_str()))
+                .cloned()
+                .collect();
+            for (topic, partition) in doomed {
+                g.offsets.remove(&(topic.clone(), partition));
+                out.records.push(Record {
+                    partition: g.partition,
+                    key: records::encode_offset_key(&g.id, &topic, partition),
+                    value: None,
+                });
+            }
+        }
         out
     }
 

@@ -15,10 +15,24 @@
 //!   (and reload by replay) rather than sending the responses.
 //! - Call [`GroupCoordinator::tick`] at [`GroupCoordinator::next_deadline`] (or earlier; it is
 //!   idempotent) to expire sessions, finish rebalances and expire offsets.
-//! - On start (or when this broker becomes leader of a `__consumer_offsets` partition): feed
-//!   every record of the partition to [`GroupCoordinator::replay`] in log order, then call
-//!   [`GroupCoordinator::load_partition`]. Groups on partitions that are not loaded get
-//!   NOT_COORDINATOR.
+//! - On start (or when this broker becomes leader of a `__consumer_offsets` partition): call
+//!   [`GroupCoordinator::begin_loading`] (optional: clients then see
+//!   COORDINATOR_LOAD_IN_PROGRESS and retry), feed every record of the partition to
+//!   [`GroupCoordinator::replay`] in log order, then call [`GroupCoordinator::load_partition`].
+//!   Groups on partitions that are not loaded get NOT_COORDINATOR. When leadership moves
+//!   away, [`GroupCoordinator::unload_partition`] answers parked requests with NOT_COORDINATOR.
+//! - [`GroupCoordinator::handle`] takes any decoded request and runs the group APIs
+//!   (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete,
+//!   ListGroups, DescribeGroups, DeleteGroups), handing other requests back.
+//!   FindCoordinator is the free function [`find_coordinator`]: it needs the runtime's view of
+//!   which broker leads which `__consumer_offsets` partition ([`partition_for`]).
+//!
+//! ```ignore
+//! let out = coordinator.lock().handle(&ctx, request, now_ms)?;   // or join_group(...) etc.
+//! storage.append_and_sync(out.records)?;                         // durable first,
+//! for (token, response) in out.responses { route(token, response) } // then answer
+//! // a timer task: sleep until coordinator.next_deadline(), then handle coordinator.tick(now)
+//! ```
 
 mod config;
 mod coordinator;

@@ -10,7 +10,7 @@ use common::*;
 use coordinator::{find_coordinator, partition_for, CoordinatorNode, GroupCoordinator, GroupState};
 use model::ErrorCode;
 use protocol::messages::*;
-use protocol::ResponseKind;
+use protocol::{RequestKind, ResponseKind};
 
 const NONE: i16 = 0;
 
@@ -1149,4 +1149,99 @@ fn every_join_and_sync_version_encodes() {
             );
         }
     }
+}
+
+#[test]
+fn loading_partitions_answer_load_in_progress() {
+    let mut c = GroupCoordinator::new(test_config());
+    let p = c.partition_for("g");
+    c.begin_loading(p);
+    let mut h = H::new();
+    h.c = c;
+    let t = h.join("g", "", None);
+    assert_eq!(
+        h.join_resp(t).unwrap().error_code,
+        code(ErrorCode::CoordinatorLoadInProgress)
+    );
+    let s = h.sync("g", "m", 1, &[]);
+    assert_eq!(
+        h.sync_resp(s).unwrap().error_code,
+        code(ErrorCode::RebalanceInProgress)
+    );
+    assert_eq!(h.heartbeat("g", "m", None, 1), NONE);
+    let f = h.fetch("g", 3, None);
+    assert_eq!(f.error_code, code(ErrorCode::CoordinatorLoadInProgress));
+    h.c.load_partition(p, h.now);
+    let (_, t) = h.join_new("g");
+    assert_eq!(h.join_resp(t).unwrap().error_code, NONE);
+}
+
+#[test]
+fn handle_dispatches_group_apis_only() {
+    let mut c = GroupCoordinator::new(test_config());
+    for p in 0..PARTITIONS {
+        c.load_partition(p, 0);
+    }
+    let ctx = coordinator::RequestContext {
+        token: 7,
+        api_version: 0,
+        client_id: "c",
+        client_host: "/h",
+    };
+    let out = c
+        .handle(
+            &ctx,
+            RequestKind::ListGroups(ListGroupsRequest::default()),
+            0,
+        )
+        .unwrap();
+    assert!(matches!(out.response(7), Some(ResponseKind::ListGroups(_))));
+    let back = c.handle(
+        &ctx,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        0,
+    );
+    assert!(matches!(back, Err(RequestKind::ApiVersions(_))));
+}
+
+#[test]
+fn deleted_topics_lose_their_offsets() {
+    let mut h = H::new();
+    h.commit(
+        "g",
+        "",
+        -1,
+        &[("gone", 0, 1), ("gone", 1, 2), ("kept", 0, 3)],
+    );
+    let out = h.c.delete_topic_offsets(&["gone"]);
+    assert_eq!(out.records.len(), 2);
+    assert!(out.records.iter().all(|r| r.value.is_none()));
+    h.absorb(out);
+    let g = h.c.group("g").unwrap();
+    assert_eq!(g.offsets.len(), 1);
+    assert_eq!(g.offsets[0].topic, "kept");
+}
+
+#[test]
+fn static_member_session_expiry_removes_it() {
+    let mut h = H::new();
+    let t = h.join("g", "", Some("i"));
+    let r = h.join_resp(t).unwrap().clone();
+    let s = h.sync_with(
+        "g",
+        &r.member_id,
+        Some("i"),
+        r.generation_id,
+        3,
+        &[(&r.member_id, b"x")],
+    );
+    assert!(h.answered(s));
+    h.advance(i64::from(SESSION_MS));
+    let g = h.c.group("g").unwrap();
+    assert!(g.members.is_empty());
+    assert_eq!(g.state, GroupState::Empty);
+    // The instance id is free again: a new process joins as a new member.
+    let t = h.join("g", "", Some("i"));
+    assert_eq!(h.join_resp(t).unwrap().error_code, NONE);
+    assert_eq!(h.join_resp(t).unwrap().generation_id, r.generation_id + 2);
 }

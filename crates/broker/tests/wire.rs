@@ -1,0 +1,281 @@
+//! An in-process broker driven over real sockets with hand-built frames: the happy path
+//! (produce, fetch, list offsets) and hostile input (garbage, bad sizes, huge claimed
+//! arrays, bad CRCs, unknown APIs), after each of which the broker must keep serving.
+
+use broker::Broker;
+use bytes::{BufMut, Bytes, BytesMut};
+use model::BrokerConfig;
+use protocol::messages::{
+    ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest, TopicName,
+};
+use protocol::{ApiKey, Decode, Encode, RequestHeader, ResponseHeader, StrBytes};
+use record::{BatchBuilder, Compression, NewRecord};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+async fn start() -> (broker::BrokerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = BTreeMap::new();
+    props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
+    props.insert("log.dirs".to_string(), dir.path().display().to_string());
+    props.insert(
+        "socket.request.max.bytes".to_string(),
+        "1048576".to_string(),
+    );
+    let config = BrokerConfig::from_props(props).unwrap();
+    (Broker::start(config).await.unwrap(), dir)
+}
+
+fn frame(api: ApiKey, version: i16, correlation_id: i32, body: &impl Encode) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("wire-test")))
+        .encode(&mut out, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut out, version).unwrap();
+    let len = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out.freeze()
+}
+
+/// Reads one response frame; None if the broker closed the connection.
+async fn read_response(s: &mut TcpStream) -> Option<Bytes> {
+    let read = async {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await.ok()?;
+        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
+        s.read_exact(&mut buf).await.ok()?;
+        Some(Bytes::from(buf))
+    };
+    tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("response in time")
+}
+
+async fn call<R: Decode>(s: &mut TcpStream, api: ApiKey, version: i16, body: &impl Encode) -> R {
+    s.write_all(&frame(api, version, 42, body)).await.unwrap();
+    let mut resp = read_response(s).await.expect("a response");
+    let header = ResponseHeader::decode(&mut resp, api.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    R::decode(&mut resp, version).unwrap()
+}
+
+async fn still_serving(addr: std::net::SocketAddr) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let r: protocol::messages::ApiVersionsResponse = call(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    assert!(!r.api_keys.is_empty());
+}
+
+async fn closed(s: &mut TcpStream) -> bool {
+    read_response(s).await.is_none()
+}
+
+fn produce_request(topic: &str, records: Bytes) -> ProduceRequest {
+    use protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+fn batch(n: usize) -> Bytes {
+    let mut b = BatchBuilder::new(Compression::Lz4);
+    for i in 0..n {
+        b.push(NewRecord::new(
+            Some(Bytes::from(format!("k{i}"))),
+            Some(Bytes::from(format!("v{i}"))),
+            1_700_000_000_000 + i as i64,
+        ));
+    }
+    b.build().unwrap()
+}
+
+#[tokio::test]
+async fn produce_fetch_round_trip_and_restart() {
+    let (b, dir) = start().await;
+    let addr = b.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let md: protocol::messages::MetadataResponse = call(
+        &mut s,
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("wire")))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    )
+    .await;
+    assert_eq!(md.topics[0].error_code, 0);
+    assert_eq!(md.topics[0].partitions.len(), 1);
+    let sent = batch(10);
+    for expected_base in [0, 10] {
+        let r: protocol::messages::ProduceResponse = call(
+            &mut s,
+            ApiKey::Produce,
+            9,
+            &produce_request("wire", sent.clone()),
+        )
+        .await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, expected_base));
+    }
+    let fetch = |offset: i64| {
+        use protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        FetchRequest::default()
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("wire")))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let r: protocol::messages::FetchResponse = call(&mut s, ApiKey::Fetch, 11, &fetch(5)).await;
+    let pd = &r.responses[0].partitions[0];
+    assert_eq!((pd.error_code, pd.high_watermark), (0, 20));
+    let data = pd.records.clone().unwrap();
+    let batches = record::split_batches(&data).unwrap();
+    // Offset 5 is inside the first batch: the whole batch comes back, then the second.
+    assert_eq!(batches.len(), 2);
+    let (h, recs) = record::decode_records(&batches[1], 1 << 20).unwrap();
+    assert_eq!(h.base_offset, 10);
+    let values: Vec<_> = recs.map(|r| r.unwrap().value.unwrap()).collect();
+    assert_eq!(values[3], Bytes::from("v3"));
+    // Past the end: OFFSET_OUT_OF_RANGE.
+    let r: protocol::messages::FetchResponse = call(&mut s, ApiKey::Fetch, 11, &fetch(21)).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 1);
+    drop(s);
+    b.shutdown().await;
+
+    let mut props = BTreeMap::new();
+    props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
+    props.insert("log.dirs".to_string(), dir.path().display().to_string());
+    let b = Broker::start(BrokerConfig::from_props(props).unwrap())
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
+    let r: protocol::messages::FetchResponse = call(&mut s, ApiKey::Fetch, 11, &fetch(0)).await;
+    assert_eq!(r.responses[0].partitions[0].high_watermark, 20);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn hostile_input_closes_only_the_offender() {
+    let (b, _dir) = start().await;
+    let addr = b.local_addr();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("negative size", (-5i32).to_be_bytes().to_vec()),
+        ("oversized", (2 * 1024 * 1024i32).to_be_bytes().to_vec()),
+        ("unknown api", {
+            let mut f = vec![0, 0, 0, 10];
+            f.extend_from_slice(&[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+            f
+        }),
+        ("produce claiming i32::MAX topics", {
+            let mut body = BytesMut::new();
+            body.put_i16(0); // Produce
+            body.put_i16(3);
+            body.put_i32(1);
+            body.put_i16(-1); // client id
+            body.put_i16(-1); // transactional id
+            body.put_i16(1);
+            body.put_i32(1000);
+            body.put_i32(i32::MAX);
+            let mut f = (body.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&body);
+            f
+        }),
+    ];
+    for (name, bytes) in cases {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&bytes).await.unwrap();
+        assert!(closed(&mut s).await, "{name}: connection should be closed");
+        still_serving(addr).await;
+    }
+    // Truncated frame, then the client hangs up.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&[0, 0, 0, 100, 1, 2, 3]).await.unwrap();
+    drop(s);
+    still_serving(addr).await;
+
+    // ApiVersions at a version from the future: a v0 answer with UNSUPPORTED_VERSION.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&[0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 7, 0xff, 0xff])
+        .await
+        .unwrap();
+    let mut resp = read_response(&mut s).await.unwrap();
+    let h = ResponseHeader::decode(&mut resp, 0).unwrap();
+    assert_eq!(h.correlation_id, 7);
+    let r = protocol::messages::ApiVersionsResponse::decode(&mut resp, 0).unwrap();
+    assert_eq!(r.error_code, 35);
+
+    // A batch with a bad CRC gets CORRUPT_MESSAGE; the connection stays usable.
+    let mut bad = batch(3).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let r: protocol::messages::ProduceResponse = call(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &produce_request("hostile", Bytes::from(bad)),
+    )
+    .await;
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, 3,
+        "unknown topic first"
+    );
+    let _: protocol::messages::MetadataResponse = call(
+        &mut s,
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("hostile")))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    )
+    .await;
+    let mut bad = batch(3).to_vec();
+    bad[last] ^= 0xff;
+    let r: protocol::messages::ProduceResponse = call(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &produce_request("hostile", Bytes::from(bad)),
+    )
+    .await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 2);
+    let r: protocol::messages::ProduceResponse = call(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &produce_request("hostile", batch(3)),
+    )
+    .await;
+    assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
+    b.shutdown().await;
+}

@@ -172,6 +172,14 @@ class MoldauServer:
             pytest.fail(f"moldau exited with code {code} after SIGTERM (expected 0)\n{self.log_tail()}", pytrace=False)
         return code
 
+    def crash(self) -> None:
+        """SIGKILL: no shutdown work at all, as in a power cut (what was fsynced must survive)."""
+        assert self.proc is not None, "broker not started"
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc = None
+        self._close_log()
+
     def restart(self) -> "MoldauServer":
         self.stop()
         return self.start()

@@ -21,6 +21,7 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
 
 DEFAULTS = {  # Kafka's topic config defaults (broker started without overrides)
     "cleanup.policy": "delete",
@@ -112,7 +113,19 @@ def test_confluent_create_errors(cadmin, topic):
                                              config={"retention.ms": "not-a-number"})], request_timeout=15)[bad_cfg])
     assert _error_code(e) == INVALID_CONFIG
 
-    assert not {bad, bad_rf, bad_cfg} & topic_names(cadmin)
+    bad_cfg_name = topic + "-cfgname"
+    with pytest.raises(KafkaException) as e:
+        _wait(cadmin.create_topics([NewTopic(bad_cfg_name, num_partitions=1, replication_factor=1,
+                                             config={"no.such.config": "1"})], request_timeout=15)[bad_cfg_name])
+    assert _error_code(e) == INVALID_CONFIG
+
+    for bad_name in ("bad name!", "a" * 250, ".", ".."):
+        with pytest.raises(KafkaException) as e:
+            _wait(cadmin.create_topics([NewTopic(bad_name, num_partitions=1, replication_factor=1)],
+                                       request_timeout=15)[bad_name])
+        assert _error_code(e) == INVALID_TOPIC_EXCEPTION, bad_name
+
+    assert not {bad, bad_rf, bad_cfg, bad_cfg_name} & topic_names(cadmin)
 
 
 def test_confluent_validate_only(cadmin, topic):

@@ -238,3 +238,43 @@ def test_pipelined_requests_answered_in_order(broker):
         sock.sendall(b"".join(kwire.api_versions_request(0, 1000 + i) for i in range(50)))
         for i in range(50):
             assert kwire.parse_api_versions_v0(kwire.recv_frame(sock)).correlation_id == 1000 + i
+
+
+def test_acks0_produce_gets_no_response(broker, topic):
+    """acks=0 produce requests get no response: the next frame on the connection answers the
+    request after it."""
+    _seed(broker, topic)
+    batch = kwire.record_batch([kwire.Rec(b"k", b"fire-and-forget")], int(time.time() * 1000))
+    with kwire.connect(broker.address) as sock:
+        sock.settimeout(CLOSE_TIMEOUT_S)
+        sock.sendall(kwire.request(0, 7, 500, kwire.produce_v7_body(topic, 0, batch, acks=0)))
+        resp = kwire.api_versions(sock, version=0, correlation_id=501)
+        assert resp.error_code == 0
+    assert clients.confluent_watermarks(broker.bootstrap, topic) == (0, 2)
+
+
+def test_produce_to_unknown_partition(broker, topic):
+    _seed(broker, topic)
+    batch = kwire.record_batch([kwire.Rec(b"k", b"v")], int(time.time() * 1000))
+    with kwire.connect(broker.address) as sock:
+        res = kwire.produce_v7(sock, topic, 7, batch)
+    assert res.error_code == 3, res  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_out_of_range(broker, topic):
+    _seed(broker, topic)
+    with kwire.connect(broker.address) as sock:
+        part = kwire.fetch_v4(sock, topic, 0, 1000)
+        assert (part.error_code, part.high_watermark) == (1, 1)  # OFFSET_OUT_OF_RANGE
+        part = kwire.fetch_v4(sock, topic, 0, 1, correlation_id=22)  # at the end: empty, no error
+        assert (part.error_code, part.high_watermark) == (0, 1)
+        assert not part.records
+
+
+def test_oversized_client_id_string(broker, topic):
+    """A header string whose length runs past the frame: the request is rejected, nothing dies."""
+    body = kwire.i16(18) + kwire.i16(0) + kwire.i32(9) + kwire.i16(32000) + b"short"
+    with kwire.connect(broker.address) as sock:
+        sock.sendall(kwire.i32(len(body)) + body)
+        assert kwire.wait_closed(sock, CLOSE_TIMEOUT_S), "malformed header must close the connection"
+    assert_healthy(broker, topic)

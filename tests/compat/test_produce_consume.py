@@ -41,21 +41,32 @@ def assert_codec(broker, topic: str, codec: str, count: int) -> None:
     assert {b.timestamp_type for b in batches} == {0}, "CreateTime expected"
 
 
-# Codecs librdkafka only uses when the broker advertises FindCoordinator (librdkafka maps it to a
-# Kafka 0.8.2 marker). Without it librdkafka logs "Broker does not support compression type ...:
-# not compressing batch" and sends the batch uncompressed. Measured: librdkafka 2.16 (confluent-kafka)
-# gates lz4 only; librdkafka 2.0.2 (Debian's kcat 1.7.1) gates gzip, snappy and lz4. zstd is gated
-# on Produce v7 + Fetch v10 instead. Kafka always advertises FindCoordinator, so once Moldau serves
-# consumer groups these expectations become the codec itself.
-LIBRDKAFKA_GATED = {"confluent": {"lz4"}, "kcat": {"gzip", "snappy", "lz4"}}
+# librdkafka decides per broker, from ApiVersions, whether it may compress; when it may not, it
+# logs "Broker does not support compression type X: not compressing batch" and sends the batch
+# uncompressed. Measured against moldau with `-d feature,msg`:
+#  - librdkafka 2.16 (confluent-kafka): lz4 needs FindCoordinator v0 advertised (its "LZ4" feature,
+#    a Kafka 0.8.2 marker); zstd needs Produce v7 + Fetch v10; gzip/snappy always work.
+#  - librdkafka 2.0.2 (Debian's kcat 1.7.1): gzip, snappy and lz4 need the "MsgVer1" feature,
+#    i.e. Produce v2 and Fetch v2 advertised - which Kafka 4.x (floors Produce v3, Fetch v4) and
+#    moldau do not, so old kcat sends those uncompressed to Kafka 4 too; lz4 also needs "LZ4".
+def _supports(keys: dict, api_key: int, version: int) -> bool:
+    r = keys.get(api_key)
+    return r is not None and r.min_version <= version <= r.max_version
 
 
 def librdkafka_wire_codec(broker, client: str, codec: str) -> str:
-    if codec in LIBRDKAFKA_GATED[client]:
-        with kwire.connect(broker.address) as sock:
-            if kwire.api_versions(sock).range_of(10) is None:
-                return "none"
-    return codec
+    if codec == "none":
+        return codec
+    with kwire.connect(broker.address) as sock:
+        keys = {k.api_key: k for k in kwire.api_versions(sock).api_keys}
+    lz4_feature = _supports(keys, 10, 0)
+    zstd_feature = _supports(keys, 0, 7) and _supports(keys, 1, 10)
+    msgver1 = _supports(keys, 0, 2) and _supports(keys, 1, 2)
+    if client == "confluent":
+        ok = {"gzip": True, "snappy": True, "lz4": lz4_feature, "zstd": zstd_feature}[codec]
+    else:
+        ok = {"gzip": msgver1, "snappy": msgver1, "lz4": msgver1 and lz4_feature, "zstd": zstd_feature}[codec]
+    return codec if ok else "none"
 
 
 def kcat_codec(broker, codec: str) -> str:
@@ -186,3 +197,73 @@ def test_large_message_roundtrip(broker, topic):
     assert got[0].value == big and got[1].value == big[::-1]
     got = clients.aio_consume(broker.bootstrap, topic, 0, 2)
     assert got[0].value == big and got[1].value == big[::-1]
+
+
+def test_fetch_long_poll_wakes_on_produce(broker, topic):
+    """A consumer parked in a long-poll Fetch (max wait 10 s) gets a new record as soon as it is
+    appended, not when the wait expires."""
+    import threading
+    from confluent_kafka import TopicPartition
+    clients.confluent_produce(broker.bootstrap, topic, [{"value": b"first"}])
+    c = clients.confluent_consumer(broker.bootstrap, **{"fetch.wait.max.ms": 10000})
+    try:
+        c.assign([TopicPartition(topic, 0, 1)])
+        assert c.poll(1.0) is None  # parked at the end of the log
+        sent_at = []
+
+        def produce_later():
+            sent_at.append(time.monotonic())
+            clients.confluent_produce(broker.bootstrap, topic, [{"value": b"second"}])
+
+        t = threading.Timer(1.0, produce_later)
+        t.start()
+        deadline = time.monotonic() + 15
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and not m.error():
+                msg = m
+        t.join()
+        assert msg is not None and msg.value() == b"second"
+        latency = time.monotonic() - sent_at[0]
+        assert latency < 5.0, f"record arrived {latency:.1f}s after produce: Fetch did not wake on append"
+    finally:
+        c.close()
+
+
+def test_log_append_time_topic(broker, topic):
+    """message.timestamp.type=LogAppendTime: the broker stamps batches with its clock, sets the
+    timestamp-type attribute, and the batch CRC stays valid."""
+    from confluent_kafka.admin import NewTopic
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    admin = clients.confluent_admin(broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})],
+                        request_timeout=15)[topic].result(timeout=20)
+    before = int(time.time() * 1000)
+    clients.confluent_produce(broker.bootstrap, topic, [{"key": b"k", "value": b"v%d" % i, "timestamp": 1000 + i}
+                                                        for i in range(3)], compression_type="gzip")
+    clients.kp_produce(broker.bootstrap, topic, [{"key": b"k", "value": b"v3", "timestamp": 5000}])
+    after = int(time.time() * 1000)
+    batches = kwire.fetch_all_batches(broker.address, topic, 0)
+    assert all(b.crc_ok for b in batches)
+    assert all(b.timestamp_type == 1 for b in batches)
+    assert all(before - 1000 <= b.max_timestamp <= after + 1000 for b in batches), [b.max_timestamp for b in batches]
+    c = clients.confluent_consumer(broker.bootstrap)
+    try:
+        from confluent_kafka import TopicPartition
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m)
+        assert [m.value() for m in got] == [b"v0", b"v1", b"v2", b"v3"]
+        for m in got:
+            ts_type, ts = m.timestamp()
+            assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+            assert before - 1000 <= ts <= after + 1000
+    finally:
+        c.close()
+    kp = clients.kp_consume(broker.bootstrap, topic, 0, 4)
+    assert all(before - 1000 <= m.timestamp <= after + 1000 for m in kp)

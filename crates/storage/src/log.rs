@@ -184,6 +184,16 @@ impl Shared {
         Arc::clone(&segs[segs.len() - 1])
     }
 
+    /// The segment that would contain `offset` (the last one with base <= offset, or the
+    /// first).
+    pub fn segment_for(&self, offset: i64) -> Arc<Segment> {
+        let segs = self.segments.read();
+        let i = segs
+            .partition_point(|sg| sg.base_offset <= offset)
+            .saturating_sub(1);
+        Arc::clone(&segs[i])
+    }
+
     pub fn leo(&self) -> i64 {
         self.leo.load(Ordering::Acquire)
     }
@@ -690,17 +700,21 @@ impl Log {
         if offset >= bound {
             return Ok(empty);
         }
-        let mut idx = {
-            let segs = s.segments.read();
-            segs.partition_point(|sg| sg.base_offset <= offset)
-                .saturating_sub(1)
-        };
+        let mut seg = s.segment_for(offset);
         loop {
-            let Some(seg) = s.segments.read().get(idx).cloned() else {
-                return Ok(empty);
-            };
-            idx += 1;
             let Some((pos, h)) = seg.find_batch(offset)? else {
+                // Past this segment's end (or in a segment compaction emptied): the next one.
+                // Found by base offset, not index, since retention may shift the list.
+                let next = s
+                    .segments
+                    .read()
+                    .iter()
+                    .find(|g| g.base_offset > seg.base_offset)
+                    .cloned();
+                match next {
+                    Some(n) => seg = n,
+                    None => return Ok(empty),
+                }
                 continue;
             };
             if h.last_offset() >= bound {
@@ -896,22 +910,19 @@ impl Log {
         let offset = offset.max(0);
         // Cutting the batch that straddles the log start would leave the end below the
         // start: restart the log at `offset` instead, as for a target below the start.
-        let straddles = {
-            let segs = s.segments.read();
-            let i = segs
-                .partition_point(|sg| sg.base_offset <= offset)
-                .saturating_sub(1);
-            Arc::clone(&segs[i])
-        }
-        .find_batch(offset)?
-        .is_some_and(|(_, h)| h.base_offset < s.log_start());
+        let straddles = s
+            .segment_for(offset)
+            .find_batch(offset)?
+            .is_some_and(|(_, h)| h.base_offset < s.log_start());
         if offset < s.log_start() || straddles {
-            let old: Vec<_> = std::mem::take(&mut *s.segments.write());
+            // The list is never empty for readers: old files go first (open descriptors
+            // keep working), then the new segment replaces the list in one step.
+            let old: Vec<_> = s.segments.read().clone();
             for seg in &old {
                 seg.delete_files()?;
             }
             let seg = Arc::new(Segment::create(&s.dir, offset, now)?);
-            s.segments.write().push(seg);
+            *s.segments.write() = vec![seg];
             write_file_atomic(&s.dir.join(LOG_START_FILE), offset.to_string().as_bytes())?;
             s.log_start.store(offset, Ordering::Release);
             s.leo.store(offset, Ordering::Release);

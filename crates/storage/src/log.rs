@@ -311,13 +311,12 @@ impl Shared {
             if seg.next_offset() <= from {
                 continue;
             }
-            let Some((mut pos, _)) = seg.find_batch(from)? else {
+            let Some((pos, _)) = seg.find_batch(from)? else {
                 continue;
             };
-            let limit = seg.size();
-            while let Some(h) = seg.read_header(pos, limit)? {
+            let mut cur = seg.headers_from(pos);
+            while let Some((_, h)) = cur.next_header()? {
                 map.update(&h);
-                pos += h.total_size() as u64;
             }
         }
         Ok(map)
@@ -735,14 +734,15 @@ impl Log {
             } else {
                 (max_bytes as u64).min(end_pos - pos) as usize
             };
-            let mut buf = seg.read_at(pos, want)?;
-            let (cut, next_offset) = whole_batches(&buf);
-            buf.truncate(cut);
+            let mut buf = PooledBuf::take(want);
+            seg.read_into(pos, &mut buf.buf[..want])?;
+            let (cut, next_offset) = whole_batches(&buf.buf[..want]);
             if cut == 0 {
                 return Ok(empty);
             }
+            buf.len = cut;
             return Ok(ReadResult {
-                data: Bytes::from(buf),
+                data: Bytes::from_owner(buf),
                 first_offset: h.base_offset,
                 next_offset,
                 log_start_offset: log_start,
@@ -792,18 +792,17 @@ impl Log {
             if seg.meta().max_timestamp < ts || seg.next_offset() <= start {
                 continue;
             }
-            let Ok(mut pos) = seg.time_lookup_position(ts) else {
+            let Ok(pos) = seg.time_lookup_position(ts) else {
                 continue;
             };
-            let limit = seg.size();
-            while let Ok(Some(h)) = seg.read_header(pos, limit) {
+            let mut cur = seg.headers_from(pos);
+            while let Ok(Some((pos, h))) = cur.next_header() {
                 if h.max_timestamp >= ts && h.last_offset() >= start {
                     return Some(
                         self.first_record_at_or_after(&seg, pos, &h, start, ts)
                             .unwrap_or((h.base_offset.max(start), h.max_timestamp)),
                     );
                 }
-                pos += h.total_size() as u64;
             }
         }
         None
@@ -1115,6 +1114,51 @@ impl Log {
 impl Drop for Log {
     fn drop(&mut self) {
         self.stop_flusher();
+    }
+}
+
+/// Read buffers recycled across reads of all logs. A fresh multi-megabyte allocation per
+/// fetch costs page faults (and zeroing) comparable to the copy itself; a recycled buffer
+/// costs neither. Only bytes just read are ever exposed, so reuse leaks nothing.
+static READ_POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const READ_POOL_BUFS: usize = 32;
+const READ_POOL_BUF_MAX_BYTES: usize = 4 << 20;
+
+/// A read buffer that returns to `READ_POOL` when the last `Bytes` over it is dropped.
+struct PooledBuf {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl PooledBuf {
+    fn take(want: usize) -> PooledBuf {
+        let mut buf = {
+            let mut pool = READ_POOL.lock();
+            match pool.iter().position(|b| b.capacity() >= want) {
+                Some(i) => pool.swap_remove(i),
+                None => Vec::new(),
+            }
+        };
+        buf.resize(want, 0);
+        PooledBuf { buf, len: 0 }
+    }
+}
+
+impl AsRef<[u8]> for PooledBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if buf.capacity() <= READ_POOL_BUF_MAX_BYTES {
+            let mut pool = READ_POOL.lock();
+            if pool.len() < READ_POOL_BUFS {
+                pool.push(buf);
+            }
+        }
     }
 }
 

@@ -98,6 +98,52 @@ struct Window<'a> {
 }
 
 const WINDOW: usize = 1 << 20;
+/// Header scans read this much per syscall: one read usually covers an index interval.
+const SCAN_BUF: usize = 8192;
+
+/// Iterator-like walk over batch headers, reading `SCAN_BUF` bytes per positional read
+/// instead of one read per header (lookups scan up to `index.interval.bytes` of batches).
+pub(crate) struct HeaderCursor<'a> {
+    seg: &'a Segment,
+    pos: u64,
+    limit: u64,
+    buf: [u8; SCAN_BUF],
+    buf_start: u64,
+    buf_len: usize,
+}
+
+impl HeaderCursor<'_> {
+    /// The next header and its position, or None at the end.
+    pub fn next_header(&mut self) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+        let pos = self.pos;
+        if pos + HEADER_LEN as u64 > self.limit {
+            return Ok(None);
+        }
+        let cached = pos >= self.buf_start
+            && pos + HEADER_LEN as u64 <= self.buf_start + self.buf_len as u64;
+        if !cached {
+            let n = (SCAN_BUF as u64).min(self.limit - pos) as usize;
+            self.seg
+                .file
+                .read_exact_at(&mut self.buf[..n], pos)
+                .map_err(|e| StorageError::io("read segment", self.seg.log_path(), e))?;
+            self.buf_start = pos;
+            self.buf_len = n;
+        }
+        let off = (pos - self.buf_start) as usize;
+        let h = BatchHeader::parse(&self.buf[off..off + HEADER_LEN])
+            .map_err(|e| self.seg.corrupt(e.to_string()))?;
+        if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32
+            || pos + h.total_size() as u64 > self.limit
+        {
+            return Err(self
+                .seg
+                .corrupt(format!("bad batch length at position {pos}")));
+        }
+        self.pos = pos + h.total_size() as u64;
+        Ok(Some((pos, h)))
+    }
+}
 
 impl<'a> Window<'a> {
     fn new(file: &'a File, file_len: u64) -> Self {
@@ -391,6 +437,13 @@ impl Segment {
         Ok(buf)
     }
 
+    /// Fills `buf` from position `pos`.
+    pub fn read_into(&self, pos: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.file
+            .read_exact_at(buf, pos)
+            .map_err(|e| StorageError::io("read segment", self.log_path(), e))
+    }
+
     /// The header of the batch at `pos`, or None at/after `limit`.
     pub fn read_header(&self, pos: u64, limit: u64) -> Result<Option<BatchHeader>, StorageError> {
         if pos + HEADER_LEN as u64 > limit {
@@ -419,15 +472,26 @@ impl Segment {
     /// The first batch whose last offset is >= `offset`, with its position.
     pub fn find_batch(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, StorageError> {
         let rel = (offset - self.base_offset).clamp(0, i64::from(u32::MAX)) as u32;
-        let mut pos = u64::from(self.meta.read().offset_index.lookup(rel));
-        let limit = self.size();
-        while let Some(h) = self.read_header(pos, limit)? {
+        let pos = u64::from(self.meta.read().offset_index.lookup(rel));
+        let mut cur = self.headers_from(pos);
+        while let Some((pos, h)) = cur.next_header()? {
             if h.last_offset() >= offset {
                 return Ok(Some((pos, h)));
             }
-            pos += h.total_size() as u64;
         }
         Ok(None)
+    }
+
+    /// Walks batch headers from `pos` (a batch boundary) to the published end.
+    pub fn headers_from(&self, pos: u64) -> HeaderCursor<'_> {
+        HeaderCursor {
+            seg: self,
+            pos,
+            limit: self.size(),
+            buf: [0; SCAN_BUF],
+            buf_start: 0,
+            buf_len: 0,
+        }
     }
 
     /// Position from which to scan for the first batch with timestamp >= `ts`.

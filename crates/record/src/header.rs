@@ -310,7 +310,7 @@ pub fn validate_batch_structure(buf: &[u8]) -> Result<BatchHeader, RecordError> 
 /// Validates one batch as a producer sent it: the structural checks of
 /// [`validate_batch_structure`], the size limit `max_message_bytes`, and Kafka's produce
 /// rules (at least one record, `last_offset_delta == records_count - 1`, a sequence number
-/// when a producer id is set). No decompression.
+/// when a producer id is set, except on control batches). No decompression.
 pub fn validate_batch(buf: &[u8], max_message_bytes: usize) -> Result<BatchHeader, RecordError> {
     // Size first, as Kafka does, so a huge batch is MESSAGE_TOO_LARGE even if also corrupt.
     if buf.len() > max_message_bytes {
@@ -329,7 +329,8 @@ pub fn validate_batch(buf: &[u8], max_message_bytes: usize) -> Result<BatchHeade
             h.last_offset_delta, h.records_count
         )));
     }
-    if h.has_producer_id() && h.base_sequence < 0 {
+    // Control batches (transaction markers) carry a producer id but no sequence.
+    if h.has_producer_id() && h.base_sequence < 0 && !h.is_control() {
         return Err(RecordError::InvalidRecord(
             "idempotent batch without a base sequence".into(),
         ));

@@ -92,6 +92,7 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     let tombstone_horizon = now.saturating_sub(config.delete_retention_ms);
     for seg in &cleanable {
         let start = s.log_start();
+        let size_at_start = seg.size();
         let cleaned_path = s
             .dir
             .join(format!("{}.cleaned", file_name(seg.base_offset, "log")));
@@ -176,9 +177,14 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
         drop(file);
 
         let _m = s.maintenance.lock();
-        let still_there = s.segments.read().iter().any(|g| Arc::ptr_eq(g, seg));
-        if !still_there {
-            // Retention or truncation removed it meanwhile.
+        let still_there = {
+            let list = s.segments.read();
+            let pos = list.iter().position(|g| Arc::ptr_eq(g, seg));
+            pos.is_some_and(|p| p + 1 < list.len())
+        };
+        if !still_there || seg.size() != size_at_start {
+            // Retention removed it, or truncation cut it (possibly making it active) while
+            // it was being cleaned: the cleaned copy is stale.
             let _ = fs::remove_file(&cleaned_path);
             continue;
         }

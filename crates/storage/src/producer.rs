@@ -76,6 +76,10 @@ impl ProducerStateMap {
                 current: entry.epoch,
             });
         }
+        if h.is_control() {
+            // Transaction markers are written by the coordinator; only fencing applies.
+            return Ok(Check::Append);
+        }
         if h.producer_epoch > entry.epoch {
             if h.base_sequence != 0 {
                 return Err(AppendError::OutOfOrderSequence {
@@ -288,6 +292,30 @@ mod tests {
         assert_eq!(m.get(7), Some((1, 0)));
         // Unknown producers are accepted at any sequence, as Kafka does after state expiry.
         assert_eq!(m.check(&header(8, 0, 42, 1, 5)).unwrap(), Check::Append);
+    }
+
+    #[test]
+    fn control_batches_only_check_the_epoch() {
+        let mut m = ProducerStateMap::default();
+        m.update(&header(3, 2, 0, 2, 0));
+        let marker = |epoch: i16| {
+            let b = BatchBuilder::new(Compression::None)
+                .base_offset(2)
+                .producer(3, epoch, -1)
+                .control(true)
+                .transactional(true);
+            let mut b = b;
+            b.push(NewRecord::new(
+                Some(bytes::Bytes::from_static(&[0, 0, 0, 0])),
+                None,
+                0,
+            ));
+            BatchHeader::parse(&b.build().unwrap()).unwrap()
+        };
+        assert!(m.check(&marker(1)).is_err());
+        assert_eq!(m.check(&marker(2)).unwrap(), Check::Append);
+        m.update(&marker(3));
+        assert_eq!(m.get(3), Some((3, -1)));
     }
 
     #[test]

@@ -27,7 +27,7 @@
 //!   FindCoordinator is the free function [`find_coordinator`]: it needs the runtime's view of
 //!   which broker leads which `__consumer_offsets` partition ([`partition_for`]).
 //!
-//! ```ignore
+//! ```text
 //! let out = coordinator.lock().handle(&ctx, request, now_ms)?;   // or join_group(...) etc.
 //! storage.append_and_sync(out.records)?;                         // durable first,
 //! for (token, response) in out.responses { route(token, response) } // then answer

@@ -19,3 +19,13 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{AppendError, ReadError, StorageError};
 pub use log::{AppendInfo, CompactionStats, Log, ReadResult, RetentionStats};
 pub use producer::RETAINED_BATCHES;
+
+#[cfg(test)]
+mod tests {
+    /// The broker shares a `Log` across tasks as `Arc<Log>`.
+    #[test]
+    fn log_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Log>();
+    }
+}

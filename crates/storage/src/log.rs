@@ -114,6 +114,8 @@ pub(crate) struct Shared {
     last_flush_ms: AtomicI64,
     dir_dirty: AtomicBool,
     pub cleaner_checkpoint: AtomicI64,
+    /// Test seam: makes the next segment fsync fail, to exercise the offline path.
+    fail_next_sync: AtomicBool,
     flush_req: Mutex<FlushRequest>,
     flush_cv: Condvar,
     durable_tx: tokio::sync::watch::Sender<i64>,
@@ -202,6 +204,15 @@ impl Shared {
         self.log_start.load(Ordering::Acquire)
     }
 
+    fn sync_segment(&self, seg: &Segment) -> Result<(), StorageError> {
+        let r = if self.fail_next_sync.swap(false, Ordering::AcqRel) {
+            Err(std::io::Error::other("injected fsync failure"))
+        } else {
+            seg.sync()
+        };
+        r.map_err(|e| self.go_offline(StorageError::io("fsync", seg.log_path(), e)))
+    }
+
     /// fsyncs the active segment (rolled segments were synced at roll) and publishes the
     /// new durable offset.
     fn flush_inner(&self) -> Result<(), StorageError> {
@@ -209,9 +220,7 @@ impl Shared {
         self.check_online()?;
         let target = self.leo();
         let active = self.active();
-        if let Err(e) = active.sync() {
-            return Err(self.go_offline(StorageError::io("fsync", active.log_path(), e)));
-        }
+        self.sync_segment(&active)?;
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = sync_dir(&self.dir) {
                 return Err(self.go_offline(e));
@@ -330,9 +339,7 @@ impl Shared {
             return Ok(old);
         }
         // Rolled segments are made durable here, so recovery only has to scan the last one.
-        if let Err(e) = old.sync() {
-            return Err(self.go_offline(StorageError::io("fsync", old.log_path(), e)));
-        }
+        self.sync_segment(&old)?;
         old.write_indexes()?;
         let base = self.leo();
         let seg = Arc::new(Segment::create(&self.dir, base, self.clock.now_ms())?);
@@ -477,6 +484,7 @@ impl Log {
             last_flush_ms: AtomicI64::new(now),
             dir_dirty: AtomicBool::new(false),
             cleaner_checkpoint: AtomicI64::new(cleaner_checkpoint),
+            fail_next_sync: AtomicBool::new(false),
             flush_req: Mutex::new(FlushRequest {
                 requested: 0,
                 shutdown: false,
@@ -736,7 +744,7 @@ impl Log {
             };
             let mut buf = PooledBuf::take(want);
             seg.read_into(pos, &mut buf.buf[..want])?;
-            let (cut, next_offset) = whole_batches(&buf.buf[..want]);
+            let (cut, next_offset) = whole_batches(&buf.buf[..want], bound);
             if cut == 0 {
                 return Ok(empty);
             }
@@ -1105,6 +1113,12 @@ impl Log {
         fs::remove_dir_all(&s.dir).map_err(|e| StorageError::io("remove log dir", &s.dir, e))
     }
 
+    /// Test seam: the next segment fsync fails as if the disk had reported an error.
+    #[doc(hidden)]
+    pub fn inject_fsync_failure(&self) {
+        self.shared.fail_next_sync.store(true, Ordering::Release);
+    }
+
     /// Whether a failed write or fsync took this log offline.
     pub fn is_offline(&self) -> bool {
         self.shared.offline()
@@ -1162,9 +1176,10 @@ impl Drop for PooledBuf {
     }
 }
 
-/// Length of the longest prefix of `buf` made of whole batches, and the offset after the
-/// last of them.
-pub(crate) fn whole_batches(buf: &[u8]) -> (usize, i64) {
+/// Length of the longest prefix of `buf` made of whole batches that end below `bound`, and
+/// the offset after the last of them. Checking the bound here, on the bytes actually read,
+/// keeps a read exact even when an append lands between computing positions and reading.
+pub(crate) fn whole_batches(buf: &[u8], bound: i64) -> (usize, i64) {
     let mut cut = 0usize;
     let mut next = -1;
     while buf.len() - cut >= HEADER_LEN {
@@ -1178,8 +1193,8 @@ pub(crate) fn whole_batches(buf: &[u8]) -> (usize, i64) {
             break;
         }
         match BatchHeader::parse(&buf[cut..cut + HEADER_LEN]) {
-            Ok(h) => next = h.next_offset(),
-            Err(_) => break,
+            Ok(h) if h.last_offset() < bound => next = h.next_offset(),
+            _ => break,
         }
         cut += total;
     }

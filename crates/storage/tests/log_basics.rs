@@ -247,3 +247,29 @@ fn closed_log_refuses_appends_and_reopens_cleanly() {
     log.delete_dir().unwrap();
     assert!(!dir.path().exists());
 }
+
+#[test]
+fn a_failed_fsync_takes_the_log_offline_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = Arc::new(open(dir.path(), TopicConfig::default(), &clock));
+    log.append(batch("a", 1, T0), 0).unwrap();
+    log.inject_fsync_failure();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = rt.block_on(log.wait_durable(0)).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::KafkaStorageError);
+    assert!(log.is_offline());
+    assert_eq!(log.durable_offset(), 0);
+    // Never retried: flushes and appends keep failing; reads of what is there still work.
+    assert!(log.flush().is_err());
+    let e = log.append(batch("b", 1, T0), 0).unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::KafkaStorageError);
+    assert_eq!(read_all(&log, 0).len(), 1);
+    // A fresh open (after the operator fixed the disk) recovers what is on disk.
+    drop(log);
+    let log = open(dir.path(), TopicConfig::default(), &clock);
+    assert_eq!(log.log_end_offset(), 1);
+}

@@ -1,5 +1,7 @@
-//! The `moldau` binary: `moldau server` runs a broker; more subcommands (the CLI) follow.
+//! The `moldau` binary: `moldau server` runs a broker; `topic`, `produce`, `consume`, `group`,
+//! `cluster` and `bench` are the client CLI (see `cli`).
 
+mod cli;
 mod config;
 
 use anyhow::Context;
@@ -21,6 +23,8 @@ enum Command {
     /// Run a broker. With no arguments: a single-node cluster on 127.0.0.1:9092, data in
     /// ./moldau-data, topics created on first use.
     Server(ServerArgs),
+    #[command(flatten)]
+    Client(cli::Command),
 }
 
 #[derive(clap::Args, Debug)]
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Server(args) => server(args),
+        Command::Client(command) => cli::run(command),
     }
 }
 

@@ -1,0 +1,352 @@
+//! One TCP connection to one broker: pipelined requests matched to responses by correlation
+//! id, and the API versions negotiated with ApiVersions when it opened.
+//!
+//! A connection owns two tasks: a writer that drains an (in-flight-bounded) queue of encoded
+//! frames onto the socket, and a reader that splits responses into frames and hands each to
+//! the waiter registered under its correlation id. Callers decode their own responses, so
+//! large Fetch responses are decoded on the caller's task, not the reader's. Dropping the
+//! connection aborts both tasks; requests still pending then fail with `Disconnected`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use protocol::frame::FrameReader;
+use protocol::messages::ApiVersionsRequest;
+use protocol::StrBytes;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::rpc::{decode_response, encode_request, Rpc};
+
+/// Connection settings shared by every connection of a client.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnConfig {
+    pub client_id: String,
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// Requests awaiting a response at once on this connection.
+    pub in_flight_max: usize,
+    /// Largest response frame accepted; a larger size prefix closes the connection.
+    pub frame_bytes_max: usize,
+}
+
+type Waiter = oneshot::Sender<Result<Bytes, Error>>;
+
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<i32, Waiter>,
+    /// Set once the connection failed; later requests fail at once with it.
+    closed: Option<String>,
+}
+
+/// A negotiated connection. Cheap to share behind an `Arc`.
+pub(crate) struct Connection {
+    addr: String,
+    config: ConnConfig,
+    tx: mpsc::UnboundedSender<Bytes>,
+    pending: Arc<Mutex<Pending>>,
+    next_id: AtomicI32,
+    in_flight: Arc<Semaphore>,
+    /// (api key) -> (min, max) the broker advertised.
+    versions: HashMap<i16, (i16, i16)>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A response not yet received. Awaiting it is cancel-safe: dropping it forgets the request.
+pub(crate) struct PendingResponse<R: Rpc> {
+    rx: oneshot::Receiver<Result<Bytes, Error>>,
+    version: i16,
+    timeout_ms: u64,
+    addr: String,
+    _permit: OwnedSemaphorePermit,
+    _marker: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Rpc> PendingResponse<R> {
+    pub async fn wait(self) -> Result<R::Response, Error> {
+        let ms = self.timeout_ms;
+        self.wait_for(ms).await
+    }
+
+    /// Like `wait`, with a timeout other than the request timeout (JoinGroup may block for
+    /// the whole rebalance timeout).
+    pub async fn wait_for(self, timeout_ms: u64) -> Result<R::Response, Error> {
+        let frame = match tokio::time::timeout(Duration::from_millis(timeout_ms), self.rx).await {
+            Err(_) => return Err(Error::Timeout(timeout_ms)),
+            Ok(Err(_)) => {
+                return Err(Error::Disconnected {
+                    addr: self.addr,
+                    reason: "connection closed".into(),
+                })
+            }
+            Ok(Ok(r)) => r?,
+        };
+        decode_response::<R>(frame, self.version)
+    }
+}
+
+impl Connection {
+    /// Opens a connection and negotiates API versions.
+    pub async fn open(addr: &str, config: ConnConfig) -> Result<Connection, Error> {
+        let stream = tokio::time::timeout(
+            Duration::from_millis(config.connect_timeout_ms),
+            TcpStream::connect(addr),
+        )
+        .await
+        .map_err(|_| Error::Connect {
+            addr: addr.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
+        })?
+        .map_err(|source| Error::Connect {
+            addr: addr.to_owned(),
+            source,
+        })?;
+        let _ = stream.set_nodelay(true);
+        let (read_half, write_half) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let writer = tokio::spawn(write_loop(write_half, rx, pending.clone(), addr.to_owned()));
+        let reader = tokio::spawn(read_loop(
+            read_half,
+            pending.clone(),
+            config.frame_bytes_max,
+            addr.to_owned(),
+        ));
+        let mut conn = Connection {
+            addr: addr.to_owned(),
+            in_flight: Arc::new(Semaphore::new(config.in_flight_max.max(1))),
+            config,
+            tx,
+            pending,
+            next_id: AtomicI32::new(1),
+            versions: HashMap::new(),
+            tasks: vec![writer, reader],
+        };
+        conn.versions = conn.negotiate().await?;
+        Ok(conn)
+    }
+
+    async fn negotiate(&self) -> Result<HashMap<i16, (i16, i16)>, Error> {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("moldau-client"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let resp = match self.start_at(&req, 3).await?.wait().await {
+            Ok(r) if r.error_code == 0 => r,
+            // A broker that does not know v3 answers in v0 with UNSUPPORTED_VERSION (35),
+            // which does not parse as v3: ask again in v0.
+            _ => self.start_at(&req, 0).await?.wait().await?,
+        };
+        Error::check(resp.error_code)?;
+        Ok(resp
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect())
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.pending
+            .lock()
+            .map(|p| p.closed.is_some())
+            .unwrap_or(true)
+    }
+
+    /// The highest version of `R` both sides support.
+    pub fn version<R: Rpc>(&self) -> Result<i16, Error> {
+        let (bmin, bmax) = self
+            .versions
+            .get(&(R::KEY as i16))
+            .copied()
+            .ok_or_else(|| Error::UnsupportedVersion(format!("{:?}", R::KEY)))?;
+        let v = bmax.min(R::MAX);
+        if v < bmin.max(R::MIN) {
+            return Err(Error::UnsupportedVersion(format!(
+                "{:?} (broker {bmin}..={bmax}, client {}..={})",
+                R::KEY,
+                R::MIN,
+                R::MAX
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Queues `req` and returns its pending response. Waits only for an in-flight slot, so
+    /// requests queued one after another from one task go out in that order.
+    pub async fn start<R: Rpc>(&self, req: &R) -> Result<PendingResponse<R>, Error> {
+        let v = self.version::<R>()?;
+        self.start_at(req, v).await
+    }
+
+    async fn start_at<R: Rpc>(&self, req: &R, version: i16) -> Result<PendingResponse<R>, Error> {
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Closed)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let frame = encode_request(req, version, id, &self.config.client_id)?;
+        let (wtx, rx) = oneshot::channel();
+        {
+            let mut p = self
+                .pending
+                .lock()
+                .map_err(|_| Error::Protocol("poisoned connection state".into()))?;
+            if let Some(reason) = &p.closed {
+                return Err(Error::Disconnected {
+                    addr: self.addr.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            p.waiters.insert(id, wtx);
+        }
+        if self.tx.send(frame).is_err() {
+            return Err(Error::Disconnected {
+                addr: self.addr.clone(),
+                reason: "writer stopped".into(),
+            });
+        }
+        Ok(PendingResponse {
+            rx,
+            version,
+            timeout_ms: self.config.request_timeout_ms,
+            addr: self.addr.clone(),
+            _permit: permit,
+            _marker: std::marker::PhantomData,
+        })
+    }
+
+    /// Sends `req` and waits for its response.
+    pub async fn send<R: Rpc>(&self, req: &R) -> Result<R::Response, Error> {
+        self.start(req).await?.wait().await
+    }
+
+    /// Sends a request that gets no response (Produce with acks=0).
+    pub fn send_oneway<R: Rpc>(&self, req: &R) -> Result<(), Error> {
+        let v = self.version::<R>()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let frame = encode_request(req, v, id, &self.config.client_id)?;
+        self.tx.send(frame).map_err(|_| Error::Disconnected {
+            addr: self.addr.clone(),
+            reason: "writer stopped".into(),
+        })
+    }
+}
+
+fn fail_all(pending: &Mutex<Pending>, addr: &str, reason: &str) {
+    let waiters = match pending.lock() {
+        Ok(mut p) => {
+            if p.closed.is_none() {
+                p.closed = Some(reason.to_owned());
+            }
+            std::mem::take(&mut p.waiters)
+        }
+        Err(_) => return,
+    };
+    for (_, w) in waiters {
+        let _ = w.send(Err(Error::Disconnected {
+            addr: addr.to_owned(),
+            reason: reason.to_owned(),
+        }));
+    }
+}
+
+async fn write_loop(
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    pending: Arc<Mutex<Pending>>,
+    addr: String,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    while let Some(frame) = rx.recv().await {
+        // Coalesce whatever else is queued into one write.
+        let result = if rx.is_empty() {
+            w.write_all(&frame).await
+        } else {
+            buf.clear();
+            buf.extend_from_slice(&frame);
+            while buf.len() < 1024 * 1024 {
+                match rx.try_recv() {
+                    Ok(f) => buf.extend_from_slice(&f),
+                    Err(_) => break,
+                }
+            }
+            w.write_all(&buf).await
+        };
+        if let Err(e) = result {
+            fail_all(&pending, &addr, &format!("write: {e}"));
+            return;
+        }
+    }
+}
+
+async fn read_loop(
+    mut r: tokio::net::tcp::OwnedReadHalf,
+    pending: Arc<Mutex<Pending>>,
+    frame_bytes_max: usize,
+    addr: String,
+) {
+    let mut frames = FrameReader::new(frame_bytes_max);
+    loop {
+        let frame = match frames.next(&mut r).await {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                fail_all(&pending, &addr, "closed by broker");
+                return;
+            }
+            Err(e) => {
+                fail_all(&pending, &addr, &format!("read: {e}"));
+                return;
+            }
+        };
+        if frame.len() < 4 {
+            fail_all(&pending, &addr, "response frame shorter than its header");
+            return;
+        }
+        let id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let waiter = match pending.lock() {
+            Ok(mut p) => p.waiters.remove(&id),
+            Err(_) => return,
+        };
+        match waiter {
+            Some(w) => {
+                let _ = w.send(Ok(frame));
+            }
+            // A response nobody asked for means we no longer agree on the stream.
+            None => {
+                fail_all(
+                    &pending,
+                    &addr,
+                    &format!("response with unknown correlation id {id}"),
+                );
+                return;
+            }
+        }
+    }
+}

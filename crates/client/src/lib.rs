@@ -1,0 +1,66 @@
+//! Moldau's native Kafka client for Rust: pure Rust, async (tokio), speaking the Kafka wire
+//! protocol to Moldau or any Kafka broker.
+//!
+//! - [`Producer`]: batching per partition (`linger_ms`, `batch_size`), compression, acks
+//!   0/1/all, retries with backoff within a delivery timeout, the Java client's partitioner
+//!   (murmur2 of the key, sticky for null keys).
+//! - [`Consumer`]: `assign` + `seek` (offset, beginning, end, timestamp) or `subscribe` with a
+//!   group (classic protocol, range and cooperative-sticky assignors), commits, pause/resume,
+//!   pipelined fetches, and a `Stream` of records.
+//! - [`Admin`]: topics, partitions, configs, groups and their offsets, records, cluster.
+//!
+//! Errors are one [`Error`] type that keeps Kafka's error codes and says whether a call may
+//! be retried; retriable errors are retried internally where the client can do so safely.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), client::Error> {
+//! use client::*;
+//! let config = ClientConfig::new("127.0.0.1:9092");
+//! let admin = Admin::connect(config.clone()).await?;
+//! admin.create_topic(NewTopic::new("events", 3)).await?;
+//! let producer = Producer::new(ProducerConfig { client: config.clone(), ..Default::default() }).await?;
+//! producer.send(ProducerRecord::new("events", "hello").key("user-1")).await?;
+//! let mut consumer = Consumer::new(ConsumerConfig {
+//!     client: config,
+//!     group_id: Some("readers".into()),
+//!     auto_offset_reset: OffsetReset::Earliest,
+//!     ..Default::default()
+//! }).await?;
+//! consumer.subscribe(&["events"])?;
+//! let records = consumer.poll(std::time::Duration::from_secs(5)).await?;
+//! # Ok(()) }
+//! ```
+
+// Tests may unwrap: a panic there is a test failure, which is the point.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod admin;
+mod cluster;
+mod conn;
+mod consumer;
+mod error;
+mod group;
+mod partitioner;
+mod producer;
+mod rpc;
+
+pub use admin::{
+    Admin, ConfigEntry, ConfigOp, GroupDescription, GroupListing, GroupMemberDescription, NewTopic,
+    ResourceType,
+};
+pub use cluster::{BrokerInfo, Client, ClientConfig, ClusterInfo, PartitionInfo, TopicInfo};
+pub use consumer::{
+    Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, RecordStream, SeekTo, TopicPartition,
+};
+pub use error::{Error, Result};
+pub use group::{
+    assign_cooperative_sticky, assign_range, decode_assignment, decode_subscription,
+    encode_assignment, encode_subscription, Assignor, RebalanceListener, Subscription,
+};
+pub use model::ErrorCode;
+pub use partitioner::{murmur2, partition_for_key, Partitioner};
+pub use producer::{
+    Acks, DeliveryCallback, DeliveryFuture, Producer, ProducerConfig, ProducerRecord,
+    RecordMetadata,
+};
+pub use record::Compression;

@@ -1,0 +1,806 @@
+//! The producer: records are appended to a batch per partition and sent by one background
+//! sender task, several requests in flight per broker.
+//!
+//! Ownership and lifecycle: a `Producer` owns its sender task. `send`/`enqueue` append to the
+//! accumulator (waiting only when `buffer_memory` bytes are already queued); the sender closes
+//! a partition's open batch when it is full (`batch_size`), older than `linger_ms`, or a flush
+//! is underway, groups ready batches by leader and sends one Produce request per broker with at
+//! most one batch per partition. Responses complete each record's delivery future; retriable
+//! errors put the batch back at the head of its partition's queue after `retry_backoff_ms`
+//! (and refresh metadata on leadership errors) until `retries` or `delivery_timeout_ms` run
+//! out. Without idempotence a retried batch may land after a later batch of the same
+//! partition, as with the Java client at `max.in.flight.requests.per.connection` > 1.
+//! `close` flushes and stops the sender; dropping the producer stops it after it drains.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use protocol::messages::{ProduceRequest, ProduceResponse};
+use record::{BatchBuilder, Compression, NewRecord, RecordHeader};
+use tokio::sync::{oneshot, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::cluster::{topic_name, Client, ClientConfig};
+use crate::conn::PendingResponse;
+use crate::error::{Error, Result};
+use crate::partitioner::{partition_for_key, Partitioner, Rng, Sticky};
+use model::ErrorCode;
+
+/// How many replicas must have a record before the broker acknowledges it (Kafka: `acks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// acks=0: no response; delivery futures complete once sent, with offset -1.
+    None,
+    /// acks=1: the leader wrote it.
+    Leader,
+    /// acks=all (-1): every in-sync replica has it.
+    #[default]
+    All,
+}
+
+impl Acks {
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+
+    /// Parses `0`, `1`, `all` or `-1`.
+    pub fn parse(s: &str) -> Option<Acks> {
+        match s {
+            "0" => Some(Acks::None),
+            "1" => Some(Acks::Leader),
+            "all" | "-1" => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+/// Producer settings, with the Java client's names and defaults.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    pub client: ClientConfig,
+    pub acks: Acks,
+    /// How long a batch waits for more records before it is sent (`linger.ms`).
+    pub linger_ms: u64,
+    /// Uncompressed bytes after which a partition's batch is closed (`batch.size`).
+    pub batch_size: usize,
+    /// Codec for batches (`compression.type`).
+    pub compression: Compression,
+    /// Attempts after the first for a failed batch (`retries`).
+    pub retries: u32,
+    /// Upper bound from `send` to success or failure (`delivery.timeout.ms`).
+    pub delivery_timeout_ms: u64,
+    /// Bytes of records queued before `send` waits (`buffer.memory`).
+    pub buffer_memory: usize,
+    /// Largest record accepted, in bytes (`max.request.size`).
+    pub max_request_size: usize,
+    pub partitioner: Partitioner,
+    /// Whether metadata lookups may create missing topics (`allow.auto.create.topics`).
+    pub allow_auto_create_topics: bool,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            client: ClientConfig::default(),
+            acks: Acks::All,
+            linger_ms: 5,
+            batch_size: 16 * 1024,
+            compression: Compression::None,
+            retries: 10,
+            delivery_timeout_ms: 120_000,
+            buffer_memory: 32 * 1024 * 1024,
+            max_request_size: 1024 * 1024,
+            partitioner: Partitioner::Default,
+            allow_auto_create_topics: true,
+        }
+    }
+}
+
+/// A record to send.
+///
+/// ```
+/// let r = client::ProducerRecord::new("orders", "payload").key("customer-7").header("trace", "x1");
+/// assert_eq!(r.topic, "orders");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ProducerRecord {
+    pub topic: String,
+    /// `None`: chosen by the partitioner.
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// CreateTime in ms since the epoch; `None`: now.
+    pub timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> ProducerRecord {
+        ProducerRecord {
+            topic: topic.into(),
+            value: Some(value.into()),
+            ..ProducerRecord::default()
+        }
+    }
+
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn partition(mut self, p: i32) -> Self {
+        self.partition = Some(p);
+        self
+    }
+
+    pub fn header(mut self, k: impl Into<String>, v: impl Into<Bytes>) -> Self {
+        self.headers.push((k.into(), Some(v.into())));
+        self
+    }
+
+    pub fn timestamp(mut self, ts: i64) -> Self {
+        self.timestamp = Some(ts);
+        self
+    }
+
+    fn size(&self) -> usize {
+        let h: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 4)
+            .sum();
+        self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len) + h + 24
+    }
+}
+
+/// Where a record was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordMetadata {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    /// -1 with acks=0.
+    pub offset: i64,
+    /// The record's timestamp (the broker's when the topic uses LogAppendTime).
+    pub timestamp: i64,
+}
+
+/// Resolves when the broker acknowledged (or finally refused) one record.
+#[derive(Debug)]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<Result<RecordMetadata>>,
+}
+
+impl std::future::Future for DeliveryFuture {
+    type Output = Result<RecordMetadata>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+/// A delivery callback, run on the producer's response task: keep it short.
+pub type DeliveryCallback = Box<dyn FnOnce(Result<RecordMetadata>) + Send>;
+
+enum Notice {
+    Future(oneshot::Sender<Result<RecordMetadata>>),
+    Callback(DeliveryCallback),
+}
+
+impl Notice {
+    fn send(self, r: Result<RecordMetadata>) {
+        match self {
+            Notice::Future(tx) => {
+                let _ = tx.send(r);
+            }
+            Notice::Callback(cb) => cb(r),
+        }
+    }
+}
+
+struct Waiter {
+    tx: Notice,
+    timestamp: i64,
+}
+
+struct OpenBatch {
+    builder: BatchBuilder,
+    waiters: Vec<Waiter>,
+    created: Instant,
+    bytes: usize,
+}
+
+enum Payload {
+    Open(BatchBuilder),
+    Built(Bytes),
+}
+
+struct ReadyBatch {
+    topic: Arc<str>,
+    partition: i32,
+    payload: Payload,
+    waiters: Vec<Waiter>,
+    bytes: usize,
+    attempts: u32,
+    created: Instant,
+    not_before: Option<Instant>,
+}
+
+#[derive(Default)]
+struct PartQueue {
+    open: Option<OpenBatch>,
+    ready: VecDeque<ReadyBatch>,
+}
+
+struct Accumulator {
+    parts: HashMap<(Arc<str>, i32), PartQueue>,
+    sticky: HashMap<Arc<str>, Sticky>,
+    rng: Rng,
+}
+
+struct Shared {
+    client: Client,
+    config: ProducerConfig,
+    acc: Mutex<Accumulator>,
+    wake: Notify,
+    memory: Semaphore,
+    /// Records appended and not yet completed.
+    outstanding: AtomicUsize,
+    idle: Notify,
+    flushing: AtomicUsize,
+    closed: AtomicBool,
+}
+
+/// An async Kafka producer.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), client::Error> {
+/// use client::{Producer, ProducerConfig, ProducerRecord, ClientConfig};
+/// let producer = Producer::new(ProducerConfig {
+///     client: ClientConfig::new("127.0.0.1:9092"),
+///     ..ProducerConfig::default()
+/// }).await?;
+/// let md = producer.send(ProducerRecord::new("greetings", "hello").key("k")).await?;
+/// println!("written to partition {} at offset {}", md.partition, md.offset);
+/// producer.close().await?;
+/// # Ok(()) }
+/// ```
+pub struct Producer {
+    shared: Arc<Shared>,
+    sender: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer").finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Producer {
+    /// Connects and starts the sender task.
+    pub async fn new(config: ProducerConfig) -> Result<Producer> {
+        let client = Client::connect(config.client.clone()).await?;
+        Producer::with_client(client, config)
+    }
+
+    /// A producer over an existing client (sharing its connections and metadata).
+    pub fn with_client(client: Client, config: ProducerConfig) -> Result<Producer> {
+        if config.batch_size == 0 || config.buffer_memory < config.max_request_size {
+            return Err(Error::Config(
+                "batch.size must be > 0 and buffer.memory >= max.request.size".into(),
+            ));
+        }
+        let shared = Arc::new(Shared {
+            memory: Semaphore::new(config.buffer_memory),
+            client,
+            config,
+            acc: Mutex::new(Accumulator {
+                parts: HashMap::new(),
+                sticky: HashMap::new(),
+                rng: Rng::seeded(),
+            }),
+            wake: Notify::new(),
+            outstanding: AtomicUsize::new(0),
+            idle: Notify::new(),
+            flushing: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        });
+        let sender = tokio::spawn(sender_loop(shared.clone()));
+        Ok(Producer {
+            shared,
+            sender: Some(sender),
+        })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// Sends one record and waits for its acknowledgement.
+    pub async fn send(&self, record: ProducerRecord) -> Result<RecordMetadata> {
+        self.enqueue(record).await?.await
+    }
+
+    /// Appends one record to its partition's batch and returns a future for its delivery.
+    /// Records enqueued one after another from one task keep their order per partition.
+    pub async fn enqueue(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
+        let (tx, rx) = oneshot::channel();
+        self.append(record, Notice::Future(tx)).await?;
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// Appends one record; `callback` runs with its delivery result (on the producer's
+    /// response task, so keep it short). Cheaper than a future per record at high rates.
+    pub async fn send_with_callback(
+        &self,
+        record: ProducerRecord,
+        callback: impl FnOnce(Result<RecordMetadata>) + Send + 'static,
+    ) -> Result<()> {
+        self.append(record, Notice::Callback(Box::new(callback)))
+            .await
+    }
+
+    async fn append(&self, record: ProducerRecord, tx: Notice) -> Result<()> {
+        let s = &self.shared;
+        if s.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let size = record.size();
+        if size > s.config.max_request_size {
+            return Err(Error::broker(
+                ErrorCode::MessageTooLarge,
+                Some(format!(
+                    "record of {size} bytes exceeds max.request.size {}",
+                    s.config.max_request_size
+                )),
+            ));
+        }
+        let topic = s
+            .client
+            .topic(&record.topic, s.config.allow_auto_create_topics)
+            .await?;
+        let partitions = topic.partitions.len() as i32;
+        if partitions == 0 {
+            return Err(Error::broker(ErrorCode::UnknownTopicOrPartition, None));
+        }
+        // Memory is returned when the record's batch completes.
+        s.memory
+            .acquire_many(size as u32)
+            .await
+            .map_err(|_| Error::Closed)?
+            .forget();
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let wake;
+        {
+            let mut acc = s
+                .acc
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let acc = &mut *acc;
+            let topic_key: Arc<str> = Arc::from(record.topic.as_str());
+            let partition = match (record.partition, &record.key) {
+                (Some(p), _) => {
+                    if p < 0 || p >= partitions {
+                        s.memory.add_permits(size);
+                        return Err(Error::broker(
+                            ErrorCode::UnknownTopicOrPartition,
+                            Some(format!("{}-{p}", record.topic)),
+                        ));
+                    }
+                    p
+                }
+                (None, Some(k)) if s.config.partitioner == Partitioner::Default => {
+                    partition_for_key(k, partitions)
+                }
+                (None, _) => {
+                    let st = acc.sticky.entry(topic_key.clone()).or_default();
+                    if s.config.partitioner == Partitioner::RoundRobin {
+                        st.round_robin = st.round_robin.wrapping_add(1);
+                        (st.round_robin % partitions as u32) as i32
+                    } else {
+                        if !st.chosen || st.bytes >= s.config.batch_size {
+                            let prev = st.partition;
+                            let mut p = (acc.rng.next_u32() % partitions as u32) as i32;
+                            if partitions > 1 && st.chosen && p == prev {
+                                p = (p + 1) % partitions;
+                            }
+                            st.partition = p;
+                            st.bytes = 0;
+                            st.chosen = true;
+                        }
+                        st.bytes += size;
+                        st.partition
+                    }
+                }
+            };
+            let q = acc.parts.entry((topic_key.clone(), partition)).or_default();
+            let mut nr = NewRecord::new(record.key, record.value, timestamp);
+            nr.headers = record
+                .headers
+                .into_iter()
+                .map(|(k, v)| RecordHeader {
+                    key: Bytes::from(k),
+                    value: v,
+                })
+                .collect();
+            let full = q
+                .open
+                .as_ref()
+                .is_some_and(|b| b.bytes + size > s.config.batch_size && !b.waiters.is_empty());
+            if full {
+                if let Some(b) = q.open.take() {
+                    q.ready
+                        .push_back(close_batch(topic_key.clone(), partition, b));
+                }
+            }
+            wake = full || q.open.is_none();
+            let b = q.open.get_or_insert_with(|| OpenBatch {
+                builder: BatchBuilder::new(s.config.compression),
+                waiters: Vec::new(),
+                created: Instant::now(),
+                bytes: 0,
+            });
+            b.builder.push(nr);
+            b.bytes += size;
+            b.waiters.push(Waiter { tx, timestamp });
+        }
+        s.outstanding.fetch_add(1, Ordering::AcqRel);
+        if wake {
+            s.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Sends everything queued so far at once (ignoring `linger_ms`) and waits until every
+    /// record enqueued before the call has completed.
+    pub async fn flush(&self) -> Result<()> {
+        let s = &self.shared;
+        s.flushing.fetch_add(1, Ordering::AcqRel);
+        s.wake.notify_one();
+        loop {
+            let idle = s.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if s.outstanding.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            idle.await;
+        }
+        s.flushing.fetch_sub(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Flushes, then stops the sender task.
+    pub async fn close(mut self) -> Result<()> {
+        self.flush().await?;
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+        if let Some(h) = self.sender.take() {
+            let _ = h.await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        // The sender drains what is queued, then exits on its own.
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+    }
+}
+
+fn close_batch(topic: Arc<str>, partition: i32, b: OpenBatch) -> ReadyBatch {
+    ReadyBatch {
+        topic,
+        partition,
+        payload: Payload::Open(b.builder),
+        waiters: b.waiters,
+        bytes: b.bytes,
+        attempts: 0,
+        created: b.created,
+        not_before: None,
+    }
+}
+
+impl Shared {
+    fn acc(&self) -> std::sync::MutexGuard<'_, Accumulator> {
+        self.acc
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Completes a batch's records: returns their memory and wakes flushers when idle.
+    fn finish(&self, batch: ReadyBatch, result: std::result::Result<(i64, i64), Error>) {
+        let n = batch.waiters.len();
+        match result {
+            Ok((base_offset, log_append_time)) => {
+                for (i, w) in batch.waiters.into_iter().enumerate() {
+                    w.tx.send(Ok(RecordMetadata {
+                        topic: batch.topic.clone(),
+                        partition: batch.partition,
+                        offset: if base_offset < 0 {
+                            -1
+                        } else {
+                            base_offset + i as i64
+                        },
+                        timestamp: if log_append_time >= 0 {
+                            log_append_time
+                        } else {
+                            w.timestamp
+                        },
+                    }));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let code = e.code();
+                let retriable = e.is_retriable();
+                for w in batch.waiters {
+                    let err = match code {
+                        Some(c) => Error::broker(c, Some(msg.clone())),
+                        None if retriable => Error::Timeout(self.config.delivery_timeout_ms),
+                        None => Error::Protocol(msg.clone()),
+                    };
+                    w.tx.send(Err(err));
+                }
+            }
+        }
+        self.memory.add_permits(batch.bytes);
+        if self.outstanding.fetch_sub(n, Ordering::AcqRel) == n {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Takes at most one sendable batch per partition. Returns them and when to look again.
+    fn drain(&self, now: Instant) -> (Vec<ReadyBatch>, Option<Instant>) {
+        let linger = Duration::from_millis(self.config.linger_ms);
+        let flushing =
+            self.flushing.load(Ordering::Acquire) > 0 || self.closed.load(Ordering::Acquire);
+        let mut out = Vec::new();
+        let mut next: Option<Instant> = None;
+        let mut acc = self.acc();
+        for ((topic, partition), q) in acc.parts.iter_mut() {
+            if q.ready.is_empty() {
+                if let Some(b) = &q.open {
+                    let due = b.created + linger;
+                    if flushing || due <= now {
+                        if let Some(b) = q.open.take() {
+                            q.ready.push_back(close_batch(topic.clone(), *partition, b));
+                        }
+                    } else {
+                        next = Some(next.map_or(due, |n| n.min(due)));
+                    }
+                }
+            }
+            if let Some(front) = q.ready.front() {
+                match front.not_before {
+                    Some(t) if t > now => next = Some(next.map_or(t, |n| n.min(t))),
+                    _ => {
+                        if let Some(b) = q.ready.pop_front() {
+                            out.push(b);
+                        }
+                    }
+                }
+            }
+        }
+        acc.parts
+            .retain(|_, q| q.open.is_some() || !q.ready.is_empty());
+        (out, next)
+    }
+
+    /// Puts a batch back at the head of its partition's queue for a later attempt.
+    fn requeue(&self, mut batch: ReadyBatch, err: Error) {
+        let expired =
+            batch.created.elapsed() >= Duration::from_millis(self.config.delivery_timeout_ms);
+        if !err.is_retriable() || batch.attempts >= self.config.retries || expired {
+            self.finish(batch, Err(err));
+            return;
+        }
+        if err.needs_metadata_refresh() {
+            self.client.invalidate_topic(&batch.topic);
+        }
+        batch.attempts += 1;
+        batch.not_before =
+            Some(Instant::now() + Duration::from_millis(self.client.config().retry_backoff_ms));
+        tracing::debug!(topic = %batch.topic, partition = batch.partition, attempt = batch.attempts, error = %err, "retrying batch");
+        let mut acc = self.acc();
+        acc.parts
+            .entry((batch.topic.clone(), batch.partition))
+            .or_default()
+            .ready
+            .push_front(batch);
+        drop(acc);
+        self.wake.notify_one();
+    }
+}
+
+async fn sender_loop(s: Arc<Shared>) {
+    loop {
+        let now = Instant::now();
+        let (batches, next) = s.drain(now);
+        if batches.is_empty() {
+            if s.closed.load(Ordering::Acquire) && s.outstanding.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            let wait = next
+                .map(|t| t.saturating_duration_since(now))
+                .unwrap_or(Duration::from_millis(100));
+            // Notified is cancel-safe: a notification that arrives meanwhile is kept as a permit.
+            let _ = tokio::time::timeout(wait, s.wake.notified()).await;
+            continue;
+        }
+        let mut by_node: HashMap<i32, Vec<ReadyBatch>> = HashMap::new();
+        for mut b in batches {
+            if b.created.elapsed() >= Duration::from_millis(s.config.delivery_timeout_ms) {
+                s.finish(b, Err(Error::Timeout(s.config.delivery_timeout_ms)));
+                continue;
+            }
+            if let Payload::Open(builder) = &b.payload {
+                match builder.build() {
+                    Ok(data) => b.payload = Payload::Built(data),
+                    Err(e) => {
+                        s.finish(b, Err(Error::Record(e)));
+                        continue;
+                    }
+                }
+            }
+            match s.client.leader_for(&b.topic, b.partition).await {
+                Ok(node) => by_node.entry(node).or_default().push(b),
+                Err(e) => {
+                    s.client.invalidate_topic(&b.topic);
+                    s.requeue(b, e);
+                }
+            }
+        }
+        for (node, batches) in by_node {
+            send_to_node(&s, node, batches).await;
+        }
+    }
+}
+
+fn produce_request(config: &ProducerConfig, batches: &[ReadyBatch]) -> ProduceRequest {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for b in batches {
+        let data = match &b.payload {
+            Payload::Built(d) => d.clone(),
+            Payload::Open(_) => continue,
+        };
+        let part = PartitionProduceData::default()
+            .with_index(b.partition)
+            .with_records(Some(data));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == &*b.topic) {
+            Some(t) => t.partition_data.push(part),
+            None => topics.push(
+                TopicProduceData::default()
+                    .with_name(topic_name(&b.topic))
+                    .with_partition_data(vec![part]),
+            ),
+        }
+    }
+    ProduceRequest::default()
+        .with_acks(config.acks.as_i16())
+        .with_timeout_ms(config.client.request_timeout_ms.min(i32::MAX as u64) as i32)
+        .with_topic_data(topics)
+}
+
+async fn send_to_node(s: &Arc<Shared>, node: i32, batches: Vec<ReadyBatch>) {
+    let conn = match s.client.conn_node(node).await {
+        Ok(c) => c,
+        Err(e) => {
+            for b in batches {
+                s.client.invalidate_topic(&b.topic);
+                s.requeue(
+                    b,
+                    Error::Disconnected {
+                        addr: format!("broker {node}"),
+                        reason: e.to_string(),
+                    },
+                );
+            }
+            return;
+        }
+    };
+    let req = produce_request(&s.config, &batches);
+    if s.config.acks == Acks::None {
+        let r = conn.send_oneway(&req);
+        for b in batches {
+            match &r {
+                Ok(()) => s.finish(b, Ok((-1, -1))),
+                Err(e) => s.requeue(
+                    b,
+                    Error::Disconnected {
+                        addr: conn.addr().to_owned(),
+                        reason: e.to_string(),
+                    },
+                ),
+            }
+        }
+        return;
+    }
+    // Waiting for an in-flight slot here keeps requests to one broker in send order.
+    match conn.start(&req).await {
+        Ok(pending) => {
+            let s = s.clone();
+            tokio::spawn(async move { complete(s, pending, batches).await });
+        }
+        Err(e) => {
+            let reason = e.to_string();
+            for b in batches {
+                let err = if e.is_retriable() {
+                    Error::Disconnected {
+                        addr: conn.addr().to_owned(),
+                        reason: reason.clone(),
+                    }
+                } else {
+                    Error::Protocol(reason.clone())
+                };
+                s.requeue(b, err);
+            }
+        }
+    }
+}
+
+async fn complete(
+    s: Arc<Shared>,
+    pending: PendingResponse<ProduceRequest>,
+    batches: Vec<ReadyBatch>,
+) {
+    let resp: ProduceResponse = match pending.wait().await {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = e.to_string();
+            for b in batches {
+                let err = match &e {
+                    Error::Timeout(ms) => Error::Timeout(*ms),
+                    Error::Disconnected { addr, .. } => Error::Disconnected {
+                        addr: addr.clone(),
+                        reason: reason.clone(),
+                    },
+                    _ => Error::Protocol(reason.clone()),
+                };
+                s.requeue(b, err);
+            }
+            return;
+        }
+    };
+    for b in batches {
+        let part = resp
+            .responses
+            .iter()
+            .find(|t| t.name.0.as_str() == &*b.topic)
+            .and_then(|t| {
+                t.partition_responses
+                    .iter()
+                    .find(|p| p.index == b.partition)
+            });
+        match part {
+            None => s.requeue(
+                b,
+                Error::Protocol("produce response lacks a partition".into()),
+            ),
+            Some(p) => match Error::check_msg(p.error_code, p.error_message.as_deref()) {
+                Ok(()) => s.finish(b, Ok((p.base_offset, p.log_append_time_ms))),
+                Err(e) => s.requeue(b, e),
+            },
+        }
+    }
+}

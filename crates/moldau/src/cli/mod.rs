@@ -1,0 +1,119 @@
+//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|bench`), built
+//! only on the `client` crate so it works against any Kafka-compatible broker.
+
+mod bench;
+mod cluster;
+mod consume;
+mod group;
+mod output;
+mod produce;
+mod topic;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+
+/// Flags every client subcommand takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
+    /// Comma-separated bootstrap brokers.
+    #[arg(
+        long,
+        short = 'b',
+        env = "MOLDAU_BROKERS",
+        default_value = "127.0.0.1:9092",
+        value_name = "HOST:PORT,..."
+    )]
+    pub brokers: String,
+    /// Machine-readable JSON output instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Per-request timeout in milliseconds.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub timeout_ms: u64,
+}
+
+impl Common {
+    pub fn client_config(&self) -> client::ClientConfig {
+        let mut c = client::ClientConfig::new(&self.brokers);
+        c.client_id = "moldau-cli".into();
+        c.request_timeout_ms = self.timeout_ms;
+        c.connect_timeout_ms = self.timeout_ms.min(10_000);
+        c
+    }
+
+    pub async fn admin(&self) -> anyhow::Result<client::Admin> {
+        client::Admin::connect(self.client_config())
+            .await
+            .with_context(|| format!("connect to {}", self.brokers))
+    }
+}
+
+/// The client subcommands, flattened into `moldau`'s top level.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create, list, describe, delete and configure topics.
+    #[command(subcommand)]
+    Topic(topic::TopicCommand),
+    /// Write records from stdin (one per line) to a topic.
+    Produce(produce::ProduceArgs),
+    /// Read records from a topic (follows new records until Ctrl-C by default).
+    Consume(consume::ConsumeArgs),
+    /// List, describe, reset offsets of and delete consumer groups.
+    #[command(subcommand)]
+    Group(group::GroupCommand),
+    /// Show brokers, controller and cluster id.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
+    /// Load generator: produce, consume or end-to-end throughput and latency.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Runs a client subcommand on a fresh runtime; errors print as one line, exit code 1.
+pub fn run(command: Command) -> ExitCode {
+    let log_filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(log_filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("moldau: start tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match command {
+            Command::Topic(c) => topic::run(c).await,
+            Command::Produce(a) => produce::run(a).await,
+            Command::Consume(a) => consume::run(a).await,
+            Command::Group(c) => group::run(c).await,
+            Command::Cluster(c) => cluster::run(c).await,
+            Command::Bench(c) => bench::run(c).await,
+        }
+    });
+    // Don't wait for background fetches or heartbeats still parked in the runtime.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("moldau: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses `key=value`.
+pub fn parse_kv(s: &str) -> anyhow::Result<(String, String)> {
+    let (k, v) = s
+        .split_once('=')
+        .with_context(|| format!("expected KEY=VALUE, got {s:?}"))?;
+    Ok((k.to_owned(), v.to_owned()))
+}

@@ -455,6 +455,57 @@ mod tests {
     }
 
     #[test]
+    fn group_key_and_value_v3_golden_bytes() {
+        assert_eq!(&encode_group_key("g")[..], &[0, 2, 0, 1, b'g']);
+        let v = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 2,
+            protocol: Some("range".into()),
+            leader: None,
+            current_state_timestamp_ms: Some(9),
+            members: vec![MemberValue {
+                member_id: "m".into(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/h".into(),
+                rebalance_timeout_ms: 300,
+                session_timeout_ms: 100,
+                subscription: Bytes::from_static(b"S"),
+                assignment: Bytes::new(),
+            }],
+        };
+        let mut want: Vec<u8> = vec![0, 3, 0, 8];
+        want.extend_from_slice(b"consumer");
+        want.extend_from_slice(&[0, 0, 0, 2, 0, 5]);
+        want.extend_from_slice(b"range");
+        want.extend_from_slice(&[0xff, 0xff]); // null leader
+        want.extend_from_slice(&9i64.to_be_bytes());
+        want.extend_from_slice(&[
+            0, 0, 0, 1, 0, 1, b'm', 0xff, 0xff, 0, 1, b'c', 0, 2, b'/', b'h',
+        ]);
+        want.extend_from_slice(&300i32.to_be_bytes());
+        want.extend_from_slice(&100i32.to_be_bytes());
+        want.extend_from_slice(&[0, 0, 0, 1, b'S', 0, 0, 0, 0]);
+        let b = encode_group_value(&v);
+        assert_eq!(&b[..], &want[..]);
+        assert_eq!(decode_group_value(&b).ok(), Some(v));
+        // v0 (no rebalance timeout, no timestamp): the rebalance timeout falls back to the
+        // session timeout.
+        let mut v0: Vec<u8> = vec![0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1];
+        v0.extend_from_slice(&[0, 1, b'm', 0, 1, b'c', 0, 1, b'h']);
+        v0.extend_from_slice(&50i32.to_be_bytes());
+        v0.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        let d = decode_group_value(&v0).ok();
+        assert_eq!(
+            d.map(|d| (
+                d.members[0].rebalance_timeout_ms,
+                d.current_state_timestamp_ms
+            )),
+            Some((50, None))
+        );
+    }
+
+    #[test]
     fn flexible_offset_value_v4_decodes() {
         // version 4, offset 9, epoch -1, compact "ab", ts 1, no tagged fields
         let mut b = vec![0, 4];

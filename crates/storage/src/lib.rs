@@ -3,6 +3,27 @@
 //!
 //! *Invariant:* this crate knows nothing of the wire protocol, the network or replication;
 //! it depends on `model` and `record` only.
+//!
+//! Layout of a partition directory `<topic>-<partition>/` (Kafka's): `<base:020>.log`
+//! (v2 batches exactly as produced, with broker-assigned base offsets), `<base:020>.index`
+//! (relative batch base offset -> position, every `index.interval.bytes`),
+//! `<base:020>.timeindex` (max timestamp so far -> relative offset), `<offset:020>.snapshot`
+//! (idempotent-producer state), `log-start-offset` (DeleteRecords), `cleaner-offset`
+//! (compaction checkpoint) and `.clean-shutdown` (present only between `close` and the next
+//! open).
+//!
+//! Guarantees:
+//! - *Invariant:* every segment except the last is fsynced, with index files, before the
+//!   next one is created; so recovery after a crash scans only the last segment (every
+//!   batch CRC-checked, truncated at the first bad one), and a clean shutdown scans only
+//!   the bytes after the last index entry.
+//! - *Invariant:* a refused append writes nothing; a failed write is cut back; a failed
+//!   fsync takes the log offline for good.
+//! - *Invariant:* readers only see whole, indexed batches below the published end.
+//!
+//! `Log::append`, `read`, `flush` and the maintenance calls do blocking file I/O (page-cache
+//! speed except for fsyncs); async callers with strict latency needs should run them on a
+//! blocking pool. `wait_durable` is async and cheap.
 
 // Tests may unwrap: a panic there is a test failure, which is the point.
 #![cfg_attr(test, allow(clippy::unwrap_used))]

@@ -549,13 +549,16 @@ impl Log {
         s.check_online()?;
         let now = s.clock.now_ms();
         if !log_append {
+            // Batch-level check (first and max timestamp) keeps the append O(1); Kafka checks
+            // every record, which needs decompression.
             for h in &headers {
-                let ts = h.max_timestamp;
-                if ts >= 0
-                    && (now.saturating_sub(ts) > config.message_timestamp_before_max_ms
-                        || ts.saturating_sub(now) > config.message_timestamp_after_max_ms)
-                {
-                    return Err(AppendError::InvalidTimestamp { timestamp: ts, now });
+                for ts in [h.base_timestamp, h.max_timestamp] {
+                    if ts >= 0
+                        && (now.saturating_sub(ts) > config.message_timestamp_before_max_ms
+                            || ts.saturating_sub(now) > config.message_timestamp_after_max_ms)
+                    {
+                        return Err(AppendError::InvalidTimestamp { timestamp: ts, now });
+                    }
                 }
             }
         }

@@ -38,7 +38,9 @@ mod segment;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{AppendError, ReadError, StorageError};
-pub use log::{AppendInfo, CompactionStats, Log, ReadResult, RetentionStats};
+pub use log::{
+    AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,
+};
 pub use producer::RETAINED_BATCHES;
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ const LOG_START_FILE: &str = "log-start-offset";
 pub(crate) const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset";
 /// Cap on the decompressed size of one batch when a lookup must look inside it.
 pub(crate) const DECOMPRESS_MAX_BYTES: usize = 64 << 20;
+/// Kafka's default `producer.id.expiration.ms`: idle producers are forgotten by retention.
+pub const PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
 /// Producer-state snapshots kept on disk (older ones are deleted at each roll).
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -1012,7 +1014,19 @@ impl Log {
                 && total.saturating_sub(seg.size()) >= config.retention_bytes as u64;
             below_start || by_time || by_size
         })?;
+        self.expire_producers(PRODUCER_ID_EXPIRATION_MS);
         Ok(stats)
+    }
+
+    /// Forgets idempotent producers whose newest batch is older than `expiration_ms`
+    /// (`run_retention` does this with [`PRODUCER_ID_EXPIRATION_MS`]); returns how many.
+    pub fn expire_producers(&self, expiration_ms: i64) -> usize {
+        let now = self.shared.clock.now_ms();
+        self.shared
+            .append
+            .lock()
+            .producers
+            .remove_expired(now, expiration_ms)
     }
 
     /// Runs one compaction pass if the policy includes compact and enough is dirty.

@@ -27,6 +27,8 @@ pub(crate) struct BatchMeta {
 pub(crate) struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
+    /// Largest batch max timestamp seen (Kafka's `lastTimestamp`), for expiry.
+    pub last_timestamp: i64,
 }
 
 impl ProducerEntry {
@@ -118,6 +120,7 @@ impl ProducerStateMap {
             return;
         }
         let entry = self.producers.entry(h.producer_id).or_default();
+        entry.last_timestamp = entry.last_timestamp.max(h.max_timestamp);
         if h.producer_epoch != entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;
@@ -144,6 +147,15 @@ impl ProducerStateMap {
             .map(|e| (e.epoch, e.last_seq()))
     }
 
+    /// Forgets producers idle for `expiration_ms` (Kafka's `producer.id.expiration.ms`,
+    /// measured, as there, from the producer's newest batch timestamp); returns how many.
+    pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        before - self.producers.len()
+    }
+
     /// Whether a batch ending at `last_offset` is the newest batch of `producer_id`
     /// (compaction keeps such batches, emptied, so producer state survives).
     pub fn is_last_batch(&self, producer_id: i64, last_offset: i64) -> bool {
@@ -164,6 +176,7 @@ impl ProducerStateMap {
             let e = &self.producers[&id];
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.extend_from_slice(&e.last_timestamp.to_be_bytes());
             out.push(e.batches.len() as u8);
             for b in &e.batches {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -192,14 +205,15 @@ impl ProducerStateMap {
             return None;
         }
         let count = r.u32()? as usize;
-        // 11 bytes minimum per producer: never trust the count for allocation.
-        if count > body.len() / 11 {
+        // 19 bytes minimum per producer: never trust the count for allocation.
+        if count > body.len() / 19 {
             return None;
         }
         let mut map = ProducerStateMap::default();
         for _ in 0..count {
             let id = r.i64()?;
             let epoch = r.u16()? as i16;
+            let last_timestamp = r.i64()?;
             let n = r.u8()? as usize;
             if n > RETAINED_BATCHES {
                 return None;
@@ -214,7 +228,14 @@ impl ProducerStateMap {
                     max_timestamp: r.i64()?,
                 });
             }
-            map.producers.insert(id, ProducerEntry { epoch, batches });
+            map.producers.insert(
+                id,
+                ProducerEntry {
+                    epoch,
+                    batches,
+                    last_timestamp,
+                },
+            );
         }
         (r.pos == body.len()).then_some(map)
     }
@@ -316,6 +337,18 @@ mod tests {
         assert_eq!(m.check(&marker(2)).unwrap(), Check::Append);
         m.update(&marker(3));
         assert_eq!(m.get(3), Some((3, -1)));
+    }
+
+    #[test]
+    fn idle_producers_expire() {
+        let mut m = ProducerStateMap::default();
+        m.update(&header(1, 0, 0, 1, 0)); // timestamp 0
+        let mut b = BatchBuilder::new(Compression::None).producer(2, 0, 0);
+        b.push(NewRecord::value("x").timestamp(5000));
+        m.update(&BatchHeader::parse(&b.build().unwrap()).unwrap());
+        assert_eq!(m.remove_expired(4000, 3000), 1);
+        assert_eq!(m.get(1), None);
+        assert!(m.get(2).is_some());
     }
 
     #[test]

@@ -27,8 +27,8 @@ use model::{TimestampType, TopicConfig};
 use parking_lot::{Condvar, Mutex, RwLock};
 use record::{
     decode_records, set_base_offset, set_log_append_time_split, set_partition_leader_epoch,
-    split_batches, validate_batch, BatchHeader, RecordError, HEADER_LEN, LENGTH_OFFSET,
-    LOG_OVERHEAD,
+    split_batches, validate_batch, validate_batch_structure, BatchHeader, RecordError, HEADER_LEN,
+    LENGTH_OFFSET, LOG_OVERHEAD,
 };
 
 use crate::clock::Clock;
@@ -333,9 +333,11 @@ impl Shared {
         Ok(map)
     }
 
-    /// Finishes the active segment (fsync, index files) and starts a new one at the log
-    /// end. Called with the append lock held.
-    fn roll(&self, st: &AppendState) -> Result<Arc<Segment>, StorageError> {
+    /// Finishes the active segment (fsync, index files) and starts a new one at `base`
+    /// (the log end, or the first offset of a replicated batch after a gap). Called with
+    /// the append lock held.
+    fn roll(&self, st: &AppendState, base: i64) -> Result<Arc<Segment>, StorageError> {
+        debug_assert!(base >= self.leo());
         let old = self.active();
         if old.size() == 0 {
             return Ok(old);
@@ -343,7 +345,6 @@ impl Shared {
         // Rolled segments are made durable here, so recovery only has to scan the last one.
         self.sync_segment(&old)?;
         old.write_indexes()?;
-        let base = self.leo();
         let seg = Arc::new(Segment::create(&self.dir, base, self.clock.now_ms())?);
         if let Err(e) = sync_dir(&self.dir) {
             return Err(self.go_offline(e));
@@ -525,6 +526,25 @@ impl Log {
     /// Appends one or more v2 batches (a Produce request's records) as one unit: every
     /// batch is validated first and nothing is written unless all pass.
     pub fn append(&self, batches: Bytes, leader_epoch: i32) -> Result<AppendInfo, AppendError> {
+        self.append_inner(batches, Some(leader_epoch))
+    }
+
+    /// Appends batches copied from a leader (replication): offsets, leader epochs and
+    /// timestamps are kept as they are. Batches must be structurally valid (CRC included)
+    /// and their offsets must not go below the log end or backwards (gaps, as compaction
+    /// leaves them, are fine). No producer checks (the leader did them), but producer
+    /// state is updated so this replica can take over as leader.
+    pub fn append_replicated(&self, batches: Bytes) -> Result<AppendInfo, AppendError> {
+        self.append_inner(batches, None)
+    }
+
+    /// `leader_epoch` is Some for a leader append (offsets assigned here), None for a
+    /// replicated one.
+    fn append_inner(
+        &self,
+        batches: Bytes,
+        leader_epoch: Option<i32>,
+    ) -> Result<AppendInfo, AppendError> {
         let s = &*self.shared;
         s.check_online()?;
         let config = s.config();
@@ -543,14 +563,18 @@ impl Log {
         let max_msg = config.max_message_bytes.max(0) as usize;
         let mut headers = Vec::with_capacity(parts.len());
         for p in &parts {
-            headers.push(validate_batch(p, max_msg)?);
+            headers.push(match leader_epoch {
+                Some(_) => validate_batch(p, max_msg)?,
+                None => validate_batch_structure(p)?,
+            });
         }
-        let log_append = config.message_timestamp_type == TimestampType::LogAppendTime;
+        let leader = leader_epoch.is_some();
+        let log_append = leader && config.message_timestamp_type == TimestampType::LogAppendTime;
 
         let mut st = s.append.lock();
         s.check_online()?;
         let now = s.clock.now_ms();
-        if !log_append {
+        if leader && !log_append {
             // Batch-level check (first and max timestamp) keeps the append O(1); Kafka checks
             // every record, which needs decompression.
             for h in &headers {
@@ -568,15 +592,24 @@ impl Log {
         // Assign offsets and run producer checks against a scratch copy of the touched
         // producers, so later batches of the request see earlier ones, and a failure
         // leaves the real state untouched.
-        let base = s.leo();
-        let mut next = base;
+        let leo = s.leo();
+        let mut next = leo;
         let mut scratch = ProducerStateMap::default();
         for h in headers.iter_mut() {
-            h.base_offset = next;
+            if leader {
+                h.base_offset = next;
+            } else if h.base_offset < next {
+                return Err(RecordError::InvalidRecord(format!(
+                    "replicated batch at offset {} is below the log end {next}",
+                    h.base_offset
+                ))
+                .into());
+            }
             if log_append {
                 h.max_timestamp = now;
             }
-            if h.producer_id >= 0 {
+            // Replicated batches were checked by the leader; state is updated after the write.
+            if leader && h.producer_id >= 0 {
                 if let Entry::Vacant(v) = scratch.producers.entry(h.producer_id) {
                     if let Some(e) = st.producers.producers.get(&h.producer_id) {
                         v.insert(e.clone());
@@ -598,9 +631,10 @@ impl Log {
             next = h.next_offset();
         }
 
+        let base = headers.first().map_or(leo, |h| h.base_offset);
         let mut seg = s.active();
         if self.should_roll(&seg, batches.len() as u64, next - 1, &config, now) {
-            seg = s.roll(&st)?;
+            seg = s.roll(&st, base)?;
         }
 
         // Patch copies of the headers only; the record bytes are written from the caller's
@@ -610,7 +644,9 @@ impl Log {
             let mut hdr = [0u8; HEADER_LEN];
             hdr.copy_from_slice(&p[..HEADER_LEN]);
             set_base_offset(&mut hdr, h.base_offset)?;
-            set_partition_leader_epoch(&mut hdr, leader_epoch)?;
+            if let Some(epoch) = leader_epoch {
+                set_partition_leader_epoch(&mut hdr, epoch)?;
+            }
             if log_append {
                 set_log_append_time_split(&mut hdr, &p[HEADER_LEN..], now)?;
             }
@@ -993,7 +1029,7 @@ impl Log {
             let active = s.active();
             if active.size() > 0 && expired(&active) {
                 let st = s.append.lock();
-                s.roll(&st)?;
+                s.roll(&st, s.leo())?;
             }
         }
         let next_bases: Vec<i64> = s

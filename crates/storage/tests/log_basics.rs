@@ -273,3 +273,70 @@ fn a_failed_fsync_takes_the_log_offline_for_good() {
     let log = open(dir.path(), TopicConfig::default(), &clock);
     assert_eq!(log.log_end_offset(), 1);
 }
+
+#[test]
+fn replicated_appends_keep_the_leaders_offsets() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let leader = open(leader_dir.path(), config(), &clock);
+    let follower = open(follower_dir.path(), config(), &clock);
+    for i in 0..20 {
+        leader.append(idempotent(4, 0, i * 3, 3), 7).unwrap();
+    }
+    let mut next = 0;
+    while next < leader.log_end_offset() {
+        let r = leader.read(next, 500, i64::MAX, true).unwrap();
+        let info = follower.append_replicated(r.data.clone()).unwrap();
+        assert_eq!(info.base_offset, r.first_offset);
+        next = r.next_offset;
+    }
+    assert_eq!(follower.log_end_offset(), 60);
+    assert_eq!(read_all(&follower, 0), read_all(&leader, 0));
+    let r = follower.read(0, 100, i64::MAX, true).unwrap();
+    assert_eq!(
+        BatchHeader::parse(&r.data).unwrap().partition_leader_epoch,
+        7
+    );
+    // The follower knows the producer, so it could answer a retry as leader.
+    assert_eq!(follower.producer_state(4), Some((0, 59)));
+    // Going backwards is refused; a gap (compacted leader) is fine.
+    let again = leader.read(0, 100, i64::MAX, true).unwrap().data;
+    assert_eq!(
+        follower.append_replicated(again).unwrap_err().error_code(),
+        ErrorCode::InvalidRecord
+    );
+    let mut gap = batch("g", 1, T0).to_vec();
+    record::set_base_offset(&mut gap, 100).unwrap();
+    assert_eq!(
+        follower
+            .append_replicated(Bytes::from(gap))
+            .unwrap()
+            .base_offset,
+        100
+    );
+    assert_eq!(follower.log_end_offset(), 101);
+}
+
+#[test]
+fn a_replicated_jump_past_u32_offsets_starts_a_new_segment_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), config(), &clock);
+    log.append(batch("a", 2, T0), 0).unwrap();
+    let far = 10_000_000_000i64;
+    let mut b = batch("far", 2, T0).to_vec();
+    record::set_base_offset(&mut b, far).unwrap();
+    assert_eq!(
+        log.append_replicated(Bytes::from(b)).unwrap().base_offset,
+        far
+    );
+    assert_eq!(log.segment_base_offsets(), vec![0, far]);
+    assert_eq!(log.log_end_offset(), far + 2);
+    let r = log.read(5, 1000, i64::MAX, true).unwrap();
+    assert_eq!(r.first_offset, far);
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.log_end_offset(), far + 2);
+    assert_eq!(read_all(&log, 0).len(), 4);
+}

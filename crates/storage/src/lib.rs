@@ -41,7 +41,7 @@ pub use error::{AppendError, ReadError, StorageError};
 pub use log::{
     AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,
 };
-pub use producer::RETAINED_BATCHES;
+pub use producer::{AbortedTxn, RETAINED_BATCHES};
 
 #[cfg(test)]
 mod tests {

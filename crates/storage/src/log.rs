@@ -34,7 +34,7 @@ use record::{
 use crate::clock::Clock;
 use crate::error::{AppendError, ReadError, StorageError};
 use crate::index::{read_file_opt, write_file_atomic};
-use crate::producer::{Check, ProducerStateMap};
+use crate::producer::{AbortedTxn, Check, ProducerStateMap};
 use crate::segment::{file_name, Segment};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
@@ -116,6 +116,11 @@ pub(crate) struct Shared {
     last_flush_ms: AtomicI64,
     dir_dirty: AtomicBool,
     pub cleaner_checkpoint: AtomicI64,
+    /// First offset of the oldest open transaction, i64::MAX when none (lock-free for
+    /// fetches; the truth lives in the producer state under the append lock).
+    first_unstable: AtomicI64,
+    /// Aborted transactions, published copy-on-write (aborts are rare, fetches many).
+    aborted: RwLock<Arc<Vec<AbortedTxn>>>,
     /// Test seam: makes the next segment fsync fail, to exercise the offline path.
     fail_next_sync: AtomicBool,
     flush_req: Mutex<FlushRequest>,
@@ -262,6 +267,22 @@ impl Shared {
         Arc::clone(&self.config.read())
     }
 
+    /// Publishes the transaction state readers need (after appends of transactional or
+    /// control batches, recovery, truncation and pruning).
+    fn publish_txn_state(&self, producers: &ProducerStateMap) {
+        self.first_unstable.store(
+            producers.first_unstable_offset().unwrap_or(i64::MAX),
+            Ordering::Release,
+        );
+        let stale = {
+            let cur = self.aborted.read();
+            cur.len() != producers.aborted.len() || cur.last() != producers.aborted.last()
+        };
+        if stale {
+            *self.aborted.write() = Arc::new(producers.aborted.clone());
+        }
+    }
+
     fn snapshot_path(&self, offset: i64) -> PathBuf {
         self.dir.join(file_name(offset, "snapshot"))
     }
@@ -326,8 +347,14 @@ impl Shared {
                 continue;
             };
             let mut cur = seg.headers_from(pos);
-            while let Some((_, h)) = cur.next_header()? {
+            while let Some((pos, h)) = cur.next_header()? {
                 map.update(&h);
+                if h.is_control() && h.producer_id >= 0 {
+                    let bytes = seg.read_at(pos, h.total_size())?;
+                    if let Some(commit) = marker_is_commit(&bytes) {
+                        map.complete_txn(&h, commit);
+                    }
+                }
             }
         }
         Ok(map)
@@ -488,6 +515,8 @@ impl Log {
             dir_dirty: AtomicBool::new(false),
             cleaner_checkpoint: AtomicI64::new(cleaner_checkpoint),
             fail_next_sync: AtomicBool::new(false),
+            first_unstable: AtomicI64::new(i64::MAX),
+            aborted: RwLock::new(Arc::new(Vec::new())),
             flush_req: Mutex::new(FlushRequest {
                 requested: 0,
                 shutdown: false,
@@ -495,7 +524,11 @@ impl Log {
             flush_cv: Condvar::new(),
             durable_tx,
         });
-        shared.append.lock().producers = shared.load_producer_state()?;
+        {
+            let mut st = shared.append.lock();
+            st.producers = shared.load_producer_state()?;
+            shared.publish_txn_state(&st.producers);
+        }
         if clean {
             // The marker must be gone (durably) before anything new is written, or a crash
             // later would skip the recovery scan.
@@ -673,8 +706,18 @@ impl Log {
             }
         }
         seg.publish(pos);
-        for h in &headers {
+        let mut txn_change = false;
+        for (p, h) in parts.iter().zip(&headers) {
             st.producers.update(h);
+            if h.is_control() && h.producer_id >= 0 {
+                if let Some(commit) = marker_is_commit(p) {
+                    st.producers.complete_txn(h, commit);
+                }
+            }
+            txn_change |= h.is_transactional() || h.is_control();
+        }
+        if txn_change {
+            s.publish_txn_state(&st.producers);
         }
         s.leo.store(next, Ordering::Release);
         drop(st);
@@ -996,6 +1039,7 @@ impl Log {
         s.dir_dirty.store(true, Ordering::Release);
         sync_dir(&s.dir).map_err(|e| s.go_offline(e))?;
         st.producers = s.load_producer_state()?;
+        s.publish_txn_state(&st.producers);
         Ok(())
     }
 
@@ -1051,6 +1095,12 @@ impl Log {
             below_start || by_time || by_size
         })?;
         self.expire_producers(PRODUCER_ID_EXPIRATION_MS);
+        {
+            let mut st = s.append.lock();
+            if st.producers.prune_aborted(s.log_start()) {
+                s.publish_txn_state(&st.producers);
+            }
+        }
         Ok(stats)
     }
 
@@ -1120,6 +1170,25 @@ impl Log {
         }
     }
 
+    /// The first offset of the oldest open transaction, if any: the last stable offset is
+    /// the smaller of this and the high watermark.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let v = self.shared.first_unstable.load(Ordering::Acquire);
+        (v != i64::MAX).then_some(v)
+    }
+
+    /// Aborted transactions overlapping [`from`, `upper`) (what a read_committed fetch from
+    /// `from` bounded by `upper` must report), oldest first.
+    pub fn aborted_transactions(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
+        let all = Arc::clone(&self.shared.aborted.read());
+        let i = all.partition_point(|a| a.last_offset < from);
+        all[i..]
+            .iter()
+            .filter(|a| a.first_offset < upper)
+            .copied()
+            .collect()
+    }
+
     /// The epoch and last sequence of a producer, if the log has state for it.
     pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32)> {
         self.shared.append.lock().producers.get(producer_id)
@@ -1181,6 +1250,20 @@ impl Log {
 impl Drop for Log {
     fn drop(&mut self) {
         self.stop_flusher();
+    }
+}
+
+/// Whether the control batch `batch` is a COMMIT (true) or ABORT (false) marker; None for
+/// other control records or undecodable bytes. The control record key is version (i16)
+/// then type (i16): 0 abort, 1 commit.
+fn marker_is_commit(batch: &[u8]) -> Option<bool> {
+    let bytes = Bytes::copy_from_slice(batch);
+    let (_, mut records) = decode_records(&bytes, 1 << 20).ok()?;
+    let key = records.next()?.ok()?.key?;
+    match key.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
     }
 }
 

@@ -1,8 +1,11 @@
-//! Idempotent-producer state: per producer id, its epoch and its last 5 batches.
+//! Producer state: per producer id, its epoch and its last 5 batches; and transactions:
+//! the first offset of each open transaction (which bounds the last stable offset) and the
+//! aborted ones (which read_committed fetches must be told about).
 //!
-//! Kept with the log: rebuilt from batch headers on recovery (starting from the newest
-//! snapshot file `<offset>.snapshot`), so a retried batch can be answered with its original
-//! offsets. Only headers are needed; nothing here decompresses.
+//! Kept with the log: rebuilt on recovery from the newest snapshot file
+//! `<offset>.snapshot` plus the batches after it, so a retried batch can be answered with
+//! its original offsets. Only headers are needed, plus the one control record of each
+//! transaction marker.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -46,9 +49,22 @@ pub(crate) enum Check {
     Duplicate(BatchMeta),
 }
 
+/// An aborted transaction: its producer and its offset range, up to its abort marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// Offset of the abort marker.
+    pub last_offset: i64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProducerStateMap {
     pub producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: producer id -> first offset.
+    pub ongoing: HashMap<i64, i64>,
+    /// Aborted transactions in marker order.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -119,6 +135,9 @@ impl ProducerStateMap {
         if h.producer_id < 0 {
             return;
         }
+        if h.is_transactional() && !h.is_control() {
+            self.ongoing.entry(h.producer_id).or_insert(h.base_offset);
+        }
         let entry = self.producers.entry(h.producer_id).or_default();
         entry.last_timestamp = entry.last_timestamp.max(h.max_timestamp);
         if h.producer_epoch != entry.epoch {
@@ -139,6 +158,31 @@ impl ProducerStateMap {
             last_offset: h.last_offset(),
             max_timestamp: h.max_timestamp,
         });
+    }
+
+    /// Applies a transaction marker (a control batch) at `h.base_offset`.
+    pub fn complete_txn(&mut self, h: &BatchHeader, commit: bool) {
+        if let Some(first_offset) = self.ongoing.remove(&h.producer_id) {
+            if !commit {
+                self.aborted.push(AbortedTxn {
+                    producer_id: h.producer_id,
+                    first_offset,
+                    last_offset: h.base_offset,
+                });
+            }
+        }
+    }
+
+    /// The first offset of the oldest open transaction.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.values().min().copied()
+    }
+
+    /// Forgets aborted transactions that ended below the log start.
+    pub fn prune_aborted(&mut self, log_start: i64) -> bool {
+        let before = self.aborted.len();
+        self.aborted.retain(|a| a.last_offset >= log_start);
+        before != self.aborted.len()
     }
 
     pub fn get(&self, producer_id: i64) -> Option<(i16, i32)> {
@@ -185,6 +229,19 @@ impl ProducerStateMap {
                 out.extend_from_slice(&b.last_offset.to_be_bytes());
                 out.extend_from_slice(&b.max_timestamp.to_be_bytes());
             }
+        }
+        let mut ongoing: Vec<_> = self.ongoing.iter().collect();
+        ongoing.sort_unstable();
+        out.extend_from_slice(&(ongoing.len() as u32).to_be_bytes());
+        for (pid, first) in ongoing {
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&first.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for a in &self.aborted {
+            out.extend_from_slice(&a.producer_id.to_be_bytes());
+            out.extend_from_slice(&a.first_offset.to_be_bytes());
+            out.extend_from_slice(&a.last_offset.to_be_bytes());
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
@@ -236,6 +293,27 @@ impl ProducerStateMap {
                     last_timestamp,
                 },
             );
+        }
+        let n = r.u32()? as usize;
+        if n > body.len() / 16 {
+            return None;
+        }
+        for _ in 0..n {
+            let pid = r.i64()?;
+            let first = r.i64()?;
+            map.ongoing.insert(pid, first);
+        }
+        let n = r.u32()? as usize;
+        if n > body.len() / 24 {
+            return None;
+        }
+        map.aborted.reserve(n);
+        for _ in 0..n {
+            map.aborted.push(AbortedTxn {
+                producer_id: r.i64()?,
+                first_offset: r.i64()?,
+                last_offset: r.i64()?,
+            });
         }
         (r.pos == body.len()).then_some(map)
     }
@@ -371,6 +449,12 @@ mod tests {
         for i in 0..3 {
             m.update(&header(i, 2, 0, 2, i * 10));
         }
+        m.ongoing.insert(1, 10);
+        m.aborted.push(AbortedTxn {
+            producer_id: 2,
+            first_offset: 3,
+            last_offset: 9,
+        });
         let enc = m.encode();
         assert_eq!(ProducerStateMap::decode(&enc), Some(m));
         for cut in 0..enc.len() {

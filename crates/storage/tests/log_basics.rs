@@ -340,3 +340,72 @@ fn a_replicated_jump_past_u32_offsets_starts_a_new_segment_there() {
     assert_eq!(log.log_end_offset(), far + 2);
     assert_eq!(read_all(&log, 0).len(), 4);
 }
+
+fn txn_batch(pid: i64, seq: i32, n: usize) -> Bytes {
+    let mut b = record::BatchBuilder::new(Compression::None)
+        .producer(pid, 0, seq)
+        .transactional(true);
+    for _ in 0..n {
+        b.push(record::NewRecord::value("t").timestamp(T0));
+    }
+    b.build().unwrap()
+}
+
+fn marker(pid: i64, commit: bool) -> Bytes {
+    let mut b = record::BatchBuilder::new(Compression::None)
+        .producer(pid, 0, -1)
+        .transactional(true)
+        .control(true);
+    b.push(record::NewRecord::new(
+        Some(Bytes::from(vec![0, 0, 0, u8::from(commit)])),
+        Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        T0,
+    ));
+    b.build().unwrap()
+}
+
+#[test]
+fn transactions_bound_the_stable_offset_and_aborts_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    {
+        let log = open(dir.path(), config(), &clock);
+        log.append(batch("plain", 2, T0), 0).unwrap(); // 0-1
+        assert_eq!(log.first_unstable_offset(), None);
+        log.append(txn_batch(1, 0, 2), 0).unwrap(); // 2-3, txn of 1 opens at 2
+        log.append(txn_batch(2, 0, 1), 0).unwrap(); // 4, txn of 2 opens at 4
+        log.append(txn_batch(1, 2, 1), 0).unwrap(); // 5
+        assert_eq!(log.first_unstable_offset(), Some(2));
+        log.append(marker(1, false), 0).unwrap(); // 6: abort 1
+        assert_eq!(log.first_unstable_offset(), Some(4));
+        log.append(marker(2, true), 0).unwrap(); // 7: commit 2
+        assert_eq!(log.first_unstable_offset(), None);
+        let aborted = log.aborted_transactions(0, 100);
+        assert_eq!(aborted.len(), 1);
+        assert_eq!(
+            (
+                aborted[0].producer_id,
+                aborted[0].first_offset,
+                aborted[0].last_offset
+            ),
+            (1, 2, 6)
+        );
+        assert!(log.aborted_transactions(7, 100).is_empty());
+        assert!(log.aborted_transactions(0, 2).is_empty());
+        log.append(txn_batch(1, 3, 1), 0).unwrap(); // 8: a new txn of 1
+        assert_eq!(log.first_unstable_offset(), Some(8));
+    }
+    // Unclean reopen replays the markers; the state is the same.
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.first_unstable_offset(), Some(8));
+    assert_eq!(log.aborted_transactions(0, 100).len(), 1);
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.first_unstable_offset(), Some(8));
+    assert_eq!(log.aborted_transactions(0, 100).len(), 1);
+    // Truncating below the abort marker reopens that transaction.
+    log.truncate_to(6).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(2));
+    assert!(log.aborted_transactions(0, 100).is_empty());
+}

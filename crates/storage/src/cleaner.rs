@@ -8,7 +8,9 @@
 //! `delete.retention.ms`), with offsets and order preserved. Appends are never blocked:
 //! cleaning reads immutable segments, and only the final swap of each segment takes the
 //! maintenance lock and, briefly, the segment-list write lock. Keyless records are
-//! dropped (Kafka rejects them on compacted topics). Control batches are kept as they are.
+//! dropped (Kafka rejects them on compacted topics), as are records of aborted
+//! transactions; nothing at or past the first open transaction is cleaned. Control batches
+//! (transaction markers) are kept as they are.
 //! A batch emptied of records is kept (empty) if it is its producer's newest batch, so
 //! idempotent producer state survives.
 //!
@@ -40,9 +42,35 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     }
     s.check_online()?;
     let now = s.clock.now_ms();
+    let (producers, first_unstable) = {
+        let st = s.append.lock();
+        (st.producers.clone(), st.producers.first_unstable_offset())
+    };
+    // Aborted transactions by producer, to drop their records (Kafka's cleaner does too;
+    // otherwise an aborted write could shadow the committed value of its key).
+    let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+    for a in &producers.aborted {
+        aborted
+            .entry(a.producer_id)
+            .or_default()
+            .push((a.first_offset, a.last_offset));
+    }
+    let is_aborted = |h: &record::BatchHeader| {
+        h.is_transactional()
+            && !h.is_control()
+            && aborted.get(&h.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|&(f, l)| f <= h.base_offset && h.base_offset <= l)
+            })
+    };
     let segs = s.segments.read().clone();
     let mut cleanable: Vec<Arc<Segment>> = Vec::new();
     for seg in &segs[..segs.len() - 1] {
+        // Never clean at or past the first open transaction: its outcome is unknown.
+        if first_unstable.is_some_and(|f| seg.next_offset() > f) {
+            break;
+        }
         let t = seg.meta().max_timestamp;
         if config.min_compaction_lag_ms > 0 && now.saturating_sub(t) < config.min_compaction_lag_ms
         {
@@ -69,7 +97,7 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
     for seg in &cleanable {
         seg.for_each_batch(|_, h, bytes| {
-            if h.is_control() {
+            if h.is_control() || is_aborted(h) {
                 return Ok(());
             }
             let bytes = Bytes::copy_from_slice(bytes);
@@ -87,7 +115,6 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     }
 
     // Pass 2: rewrite segment by segment.
-    let producers = s.append.lock().producers.clone();
     let interval = config.index_interval_bytes.max(0) as u64;
     let tombstone_horizon = now.saturating_sub(config.delete_retention_ms);
     for seg in &cleanable {
@@ -113,6 +140,11 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
             }
             if h.is_control() {
                 return write(&mut out, bytes);
+            }
+            if is_aborted(h) {
+                changed = true;
+                removed += h.records_count.max(0) as u64;
+                return Ok(());
             }
             let owned = Bytes::copy_from_slice(bytes);
             let (_, records) = decode_records(&owned, DECOMPRESS_MAX_BYTES)

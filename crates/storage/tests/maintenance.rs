@@ -213,3 +213,70 @@ fn compaction_respects_policy_and_lag() {
     let s = log.run_compaction().unwrap();
     assert!(s.ran && s.records_removed > 0);
 }
+
+#[test]
+fn compaction_drops_aborted_writes_and_stops_at_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), compacted(), &clock);
+    let txn = |pid: i64, seq: i32, value: &str| {
+        let mut b = record::BatchBuilder::new(record::Compression::None)
+            .producer(pid, 0, seq)
+            .transactional(true);
+        b.push(record::NewRecord::new(
+            Some(Bytes::from_static(b"k")),
+            Some(Bytes::copy_from_slice(value.as_bytes())),
+            T0,
+        ));
+        b.build().unwrap()
+    };
+    let marker = |pid: i64, commit: bool| {
+        let mut b = record::BatchBuilder::new(record::Compression::None)
+            .producer(pid, 0, -1)
+            .transactional(true)
+            .control(true);
+        b.push(record::NewRecord::new(
+            Some(Bytes::from(vec![0, 0, 0, u8::from(commit)])),
+            Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            T0,
+        ));
+        b.build().unwrap()
+    };
+    log.append(keyed(&[("k", Some("committed"))], T0), 0)
+        .unwrap();
+    log.append(txn(1, 0, "aborted"), 0).unwrap();
+    log.append(marker(1, false), 0).unwrap();
+    for i in 0..100 {
+        log.append(keyed(&[(&format!("other{i}"), Some("x"))], T0), 0)
+            .unwrap();
+    }
+    log.run_compaction().unwrap();
+    let values: Vec<_> = read_all(&log, 0)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .collect();
+    assert!(values.contains(&Bytes::from_static(b"committed")));
+    assert!(!values.contains(&Bytes::from_static(b"aborted")));
+
+    // An open transaction stops the cleaner at its first offset.
+    let open_at = log.log_end_offset();
+    log.append(txn(2, 0, "pending"), 0).unwrap();
+    for i in 0..100 {
+        log.append(keyed(&[("k", Some(&format!("new{i}")))], T0), 0)
+            .unwrap();
+    }
+    log.run_compaction().unwrap();
+    let r = log.read(open_at, 100, i64::MAX, true).unwrap();
+    assert_eq!(
+        r.first_offset, open_at,
+        "the open transaction's batch is untouched"
+    );
+    let values: Vec<_> = read_all(&log, 0)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .collect();
+    assert!(
+        values.contains(&Bytes::from_static(b"committed")),
+        "nothing past the open txn cleaned"
+    );
+}

@@ -34,6 +34,11 @@ use crate::log::{
 };
 use crate::segment::{file_name, Segment};
 
+/// Memory budget of the key map of one pass (Kafka's `log.cleaner.dedupe.buffer.size`).
+const KEY_MAP_MAX_BYTES: usize = 128 << 20;
+/// Rough per-key cost of a map entry beyond the key bytes (hash slot, Vec header, offset).
+const KEY_ENTRY_OVERHEAD_BYTES: usize = 48;
+
 pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     let config = s.config();
     let mut stats = CompactionStats::default();
@@ -93,9 +98,16 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     };
     stats.ran = true;
 
-    // Pass 1: newest offset of every key in the cleanable range.
+    // Pass 1: newest offset of every key in the cleanable range. The map is bounded (like
+    // Kafka's dedupe buffer): once full, this pass cleans only the segments mapped so far.
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+    let mut map_bytes = 0usize;
+    let mut mapped = 0usize;
     for seg in &cleanable {
+        if mapped > 0 && map_bytes >= KEY_MAP_MAX_BYTES {
+            break;
+        }
+        mapped += 1;
         seg.for_each_batch(|_, h, bytes| {
             if h.is_control() || is_aborted(h) {
                 return Ok(());
@@ -106,13 +118,21 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
             for r in records {
                 let r = r.map_err(|e| corrupt(seg, e.to_string()))?;
                 if let Some(k) = r.key {
-                    let e = latest.entry(k.to_vec()).or_insert(r.offset);
-                    *e = (*e).max(r.offset);
+                    match latest.get_mut(k.as_ref()) {
+                        Some(o) => *o = (*o).max(r.offset),
+                        None => {
+                            map_bytes += k.len() + KEY_ENTRY_OVERHEAD_BYTES;
+                            latest.insert(k.to_vec(), r.offset);
+                        }
+                    }
                 }
             }
             Ok(())
         })?;
     }
+
+    cleanable.truncate(mapped);
+    let end_offset = cleanable.last().map_or(end_offset, |g| g.next_offset());
 
     // Pass 2: rewrite segment by segment.
     let interval = config.index_interval_bytes.max(0) as u64;

@@ -118,7 +118,10 @@ fn produce_and_consume_text_json_and_templates() {
     assert_eq!(records.len(), 4, "{out}");
     let r = records.iter().find(|r| r["key"] == "k1").unwrap();
     assert_eq!(r["value"], "hello");
-    assert_eq!(r["headers"]["src"], "test");
+    assert_eq!(
+        r["headers"],
+        serde_json::json!([{"key": "src", "value": "test"}])
+    );
     assert_eq!(r["partition"], k1_partition);
     let j = records.iter().find(|r| r["key"] == "j").unwrap();
     assert_eq!(

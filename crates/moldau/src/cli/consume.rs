@@ -39,7 +39,7 @@ pub struct ConsumeArgs {
     #[arg(long, short = 'e')]
     pub exit: bool,
     /// `text` (the value), `json` (one object per record: topic, partition, offset,
-    /// timestamp, key, value, headers), or a template with %t topic, %p partition, %o offset,
+    /// timestamp, key, value, headers as [{"key", "value"}]), or a template with %t topic, %p partition, %o offset,
     /// %k key, %v value, %T timestamp, %h headers, %% percent, \n, \t.
     #[arg(long, short = 'f', default_value = "text")]
     pub format: String,
@@ -102,10 +102,11 @@ fn render(format: &Format, r: &ConsumerRecord) -> String {
     match format {
         Format::Template(t) => render_template(t, r),
         Format::Json => {
-            let headers: serde_json::Map<String, serde_json::Value> = r
+            // An array keeps the order and any repeated keys, as on the wire.
+            let headers: Vec<serde_json::Value> = r
                 .headers
                 .iter()
-                .map(|(k, v)| (k.clone(), json_bytes(v.as_ref())))
+                .map(|(k, v)| json!({"key": k, "value": json_bytes(v.as_ref())}))
                 .collect();
             let v = json!({
                 "topic": &*r.topic,

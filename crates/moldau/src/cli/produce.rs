@@ -25,7 +25,8 @@ pub struct ProduceArgs {
     #[arg(long, short = 'p')]
     pub partition: Option<i32>,
     /// Input format: `text` (one value per line) or `json` (one object per line with
-    /// optional "key", "value", "headers" {k: v}, "partition", "timestamp").
+    /// optional "key", "value", "headers" ({k: v}, or [{"key", "value"}] / [[k, v]] to keep
+    /// order and repeats), "partition", "timestamp").
     #[arg(long, short = 'f', default_value = "text", value_parser = ["text", "json"])]
     pub format: String,
     /// 0, 1 or all.

@@ -34,6 +34,9 @@ pub struct ClientConfig {
     pub response_bytes_max: usize,
     /// Backoff between retries of metadata and other retriable calls (`retry.backoff.ms`).
     pub retry_backoff_ms: u64,
+    /// Cached topic metadata is refetched after this long (`metadata.max.age.ms`), so new
+    /// partitions are noticed.
+    pub metadata_max_age_ms: u64,
 }
 
 impl Default for ClientConfig {
@@ -46,6 +49,7 @@ impl Default for ClientConfig {
             in_flight_max: 5,
             response_bytes_max: 256 * 1024 * 1024,
             retry_backoff_ms: 100,
+            metadata_max_age_ms: 300_000,
         }
     }
 }
@@ -114,7 +118,7 @@ struct State {
     brokers: BTreeMap<i32, BrokerInfo>,
     controller_id: i32,
     cluster_id: Option<String>,
-    topics: HashMap<String, Arc<TopicInfo>>,
+    topics: HashMap<String, (Arc<TopicInfo>, Instant)>,
     conns: HashMap<String, Arc<Connection>>,
 }
 
@@ -202,43 +206,65 @@ impl Client {
 
     /// The connection to `addr`, opening it if needed.
     pub(crate) async fn conn_addr(&self, addr: &str) -> Result<Arc<Connection>> {
-        if let Some(c) = self.state().conns.get(addr) {
+        self.conn_keyed(addr, addr).await
+    }
+
+    /// The connection cached under `key` to `addr`. Brokers answer one connection's requests
+    /// in order, so group traffic (a JoinGroup may block for a whole rebalance) gets its own
+    /// connection, as in the Java client, and never waits behind a fetch long-poll.
+    async fn conn_keyed(&self, key: &str, addr: &str) -> Result<Arc<Connection>> {
+        if let Some(c) = self.state().conns.get(key) {
             if !c.is_closed() {
                 return Ok(c.clone());
             }
         }
         let _guard = self.inner.connecting.lock().await;
-        if let Some(c) = self.state().conns.get(addr) {
+        if let Some(c) = self.state().conns.get(key) {
             if !c.is_closed() {
                 return Ok(c.clone());
             }
         }
         let conn = Arc::new(Connection::open(addr, self.inner.conn_config.clone()).await?);
-        self.state().conns.insert(addr.to_owned(), conn.clone());
+        self.state().conns.insert(key.to_owned(), conn.clone());
         Ok(conn)
+    }
+
+    /// The dedicated connection to group coordinator `node_id`.
+    pub(crate) async fn conn_coordinator(&self, node_id: i32) -> Result<Arc<Connection>> {
+        let addr = self.conn_node_addr(node_id).await?;
+        self.conn_keyed(&format!("coordinator/{addr}"), &addr).await
+    }
+
+    /// Sends `req` on the dedicated connection to group coordinator `node_id`.
+    pub(crate) async fn send_coordinator<R: Rpc>(
+        &self,
+        node_id: i32,
+        req: &R,
+    ) -> Result<R::Response> {
+        self.conn_coordinator(node_id).await?.send(req).await
+    }
+
+    async fn conn_node_addr(&self, node_id: i32) -> Result<String> {
+        if let Some(a) = self.state().brokers.get(&node_id).map(BrokerInfo::addr) {
+            return Ok(a);
+        }
+        self.refresh_metadata(Some(&[]), false).await?;
+        self.state()
+            .brokers
+            .get(&node_id)
+            .map(BrokerInfo::addr)
+            .ok_or_else(|| {
+                Error::broker(
+                    model::ErrorCode::BrokerNotAvailable,
+                    Some(format!("broker {node_id} not in metadata")),
+                )
+            })
     }
 
     /// The connection to broker `node_id`.
     pub(crate) async fn conn_node(&self, node_id: i32) -> Result<Arc<Connection>> {
-        let addr = self.state().brokers.get(&node_id).map(BrokerInfo::addr);
-        match addr {
-            Some(a) => self.conn_addr(&a).await,
-            None => {
-                self.refresh_metadata(Some(&[]), false).await?;
-                let addr = self
-                    .state()
-                    .brokers
-                    .get(&node_id)
-                    .map(BrokerInfo::addr)
-                    .ok_or_else(|| {
-                        Error::broker(
-                            model::ErrorCode::BrokerNotAvailable,
-                            Some(format!("broker {node_id} not in metadata")),
-                        )
-                    })?;
-                self.conn_addr(&addr).await
-            }
-        }
+        let addr = self.conn_node_addr(node_id).await?;
+        self.conn_addr(&addr).await
     }
 
     /// A connection to any broker: a known one first, else a bootstrap server.
@@ -248,7 +274,7 @@ impl Client {
             let open: Vec<String> = s
                 .conns
                 .iter()
-                .filter(|(_, c)| !c.is_closed())
+                .filter(|(k, c)| !c.is_closed() && !k.starts_with("coordinator/"))
                 .map(|(a, _)| a.clone())
                 .collect();
             open.into_iter()
@@ -387,8 +413,9 @@ impl Client {
         if all_topics {
             s.topics.clear();
         }
+        let now = Instant::now();
         for (name, t) in &topics {
-            s.topics.insert(name.clone(), Arc::new(t.clone()));
+            s.topics.insert(name.clone(), (Arc::new(t.clone()), now));
         }
         ClusterInfo {
             cluster_id: s.cluster_id.clone(),
@@ -401,8 +428,11 @@ impl Client {
     /// Cached metadata of `topic`, fetched if not cached. Fails with UNKNOWN_TOPIC_OR_PARTITION
     /// when the broker does not know the topic (and did not create it).
     pub async fn topic(&self, topic: &str, auto_create: bool) -> Result<Arc<TopicInfo>> {
-        if let Some(t) = self.state().topics.get(topic) {
-            return Ok(t.clone());
+        let max_age = Duration::from_millis(self.inner.config.metadata_max_age_ms);
+        if let Some((t, at)) = self.state().topics.get(topic) {
+            if at.elapsed() < max_age {
+                return Ok(t.clone());
+            }
         }
         self.topic_fresh(topic, auto_create).await
     }
@@ -413,7 +443,7 @@ impl Client {
         let names = [topic.to_owned()];
         loop {
             self.refresh_metadata(Some(&names), auto_create).await?;
-            let found = self.state().topics.get(topic).cloned();
+            let found = self.state().topics.get(topic).map(|(t, _)| t.clone());
             match found {
                 Some(t) if t.partitions.iter().all(|p| p.leader >= 0) => return Ok(t),
                 Some(t) if Instant::now() >= deadline => return Ok(t),

@@ -238,7 +238,7 @@ fn is_rebalance_error(e: &Error) -> bool {
 
 async fn join(c: &mut Consumer) -> Result<()> {
     let node = coordinator(c).await?;
-    let conn = c.client.conn_node(node).await?;
+    let conn = c.client.conn_coordinator(node).await?;
     let cooperative = {
         let Some(g) = c.group.as_mut() else {
             return Ok(());
@@ -439,7 +439,7 @@ async fn heartbeat_loop(
     tick.tick().await;
     loop {
         tick.tick().await;
-        let conn = match client.conn_node(node).await {
+        let conn = match client.conn_coordinator(node).await {
             Ok(c) => c,
             Err(_) => {
                 flags.fetch_or(FLAG_COORDINATOR | FLAG_REJOIN, Ordering::AcqRel);
@@ -521,7 +521,7 @@ pub(crate) async fn fetch_offsets(
         let req = OffsetFetchRequest::default()
             .with_group_id(GroupId(sb(group_id)))
             .with_topics(topics.clone());
-        let resp = client.send_to(node, &req).await?;
+        let resp = client.send_coordinator(node, &req).await?;
         match Error::check(resp.error_code) {
             Err(e) if e.is_retriable() => {
                 last = Some(e);
@@ -578,7 +578,7 @@ pub(crate) async fn commit_offsets(
                 })
                 .collect(),
         );
-    let resp = client.send_to(node, &req).await?;
+    let resp = client.send_coordinator(node, &req).await?;
     for t in &resp.topics {
         for p in &t.partitions {
             Error::check(p.error_code)?;
@@ -698,7 +698,7 @@ impl Consumer {
         let Some(node) = g.coordinator else {
             return Ok(());
         };
-        let conn = self.client.conn_node(node).await?;
+        let conn = self.client.conn_coordinator(node).await?;
         let mut req = LeaveGroupRequest::default().with_group_id(GroupId(sb(&g.group_id)));
         if conn.version::<LeaveGroupRequest>()? >= 3 {
             req.members = vec![MemberIdentity::default().with_member_id(sb(&g.member_id))];

@@ -300,7 +300,31 @@ async fn admin_manages_topics_configs_records_and_offsets() {
     producer.close().await.unwrap();
 }
 
-async fn group_consumer(server: &Server, group: &str, assignor: Assignor) -> Consumer {
+/// Tracks what the rebalance callbacks say the member owns.
+struct Owned(Arc<Mutex<BTreeSet<TopicPartition>>>);
+
+impl client::RebalanceListener for Owned {
+    fn on_partitions_revoked(&mut self, partitions: &[TopicPartition]) {
+        let mut o = self.0.lock().unwrap();
+        for tp in partitions {
+            assert!(o.remove(tp), "revoked {tp} that was never assigned");
+        }
+    }
+
+    fn on_partitions_assigned(&mut self, partitions: &[TopicPartition]) {
+        let mut o = self.0.lock().unwrap();
+        for tp in partitions {
+            assert!(o.insert(tp.clone()), "assigned {tp} twice");
+        }
+    }
+}
+
+async fn group_consumer(
+    server: &Server,
+    group: &str,
+    assignor: Assignor,
+) -> (Consumer, Arc<Mutex<BTreeSet<TopicPartition>>>) {
+    let owned = Arc::new(Mutex::new(BTreeSet::new()));
     let mut c = Consumer::new(ConsumerConfig {
         group_id: Some(group.into()),
         assignors: vec![assignor],
@@ -311,8 +335,9 @@ async fn group_consumer(server: &Server, group: &str, assignor: Assignor) -> Con
     })
     .await
     .unwrap();
-    c.subscribe(&["grp"]).unwrap();
-    c
+    c.subscribe_with(&["grp"], Some(Box::new(Owned(owned.clone()))))
+        .unwrap();
+    (c, owned)
 }
 
 /// A group member polling on its own task (as applications do: a member blocked in a
@@ -385,14 +410,10 @@ async fn groups_share_partitions(assignor: Assignor) {
     }
     let group = format!("g-{}", assignor.name());
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
-    let a = spawn_member(
-        group_consumer(&server, &group, assignor).await,
-        seen.clone(),
-    );
-    let b = spawn_member(
-        group_consumer(&server, &group, assignor).await,
-        seen.clone(),
-    );
+    let (ca, owned_a) = group_consumer(&server, &group, assignor).await;
+    let (cb, owned_b) = group_consumer(&server, &group, assignor).await;
+    let a = spawn_member(ca, seen.clone());
+    let b = spawn_member(cb, seen.clone());
     wait_until("a balanced group that read everything", || {
         let (sa, sb) = (a.assigned(), b.assigned());
         seen.lock().unwrap().len() == 40
@@ -413,6 +434,10 @@ async fn groups_share_partitions(assignor: Assignor) {
     assert_eq!(assigned, 4);
     let mut ca = a.stop().await;
     let mut cb = b.stop().await;
+    // The callbacks tell the same story as the assignment.
+    let set = |c: &Consumer| c.assignment().into_iter().collect::<BTreeSet<_>>();
+    assert_eq!(*owned_a.lock().unwrap(), set(&ca));
+    assert_eq!(*owned_b.lock().unwrap(), set(&cb));
     ca.commit_sync().await.unwrap();
     cb.commit_sync().await.unwrap();
     let committed = admin.list_group_offsets(&group, None).await.unwrap();
@@ -476,4 +501,41 @@ async fn hostile_broker_gets_errors_not_panics() {
         );
     }
     server.abort();
+}
+
+/// With the broker gone, a record fails with a retriable error once its delivery timeout
+/// expires (after retries), instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_times_out_when_the_broker_is_gone() {
+    let server = Server::start(&[]);
+    let mut client = server.client_config();
+    client.request_timeout_ms = 1_000;
+    client.connect_timeout_ms = 500;
+    let producer = Producer::new(ProducerConfig {
+        client,
+        delivery_timeout_ms: 3_000,
+        retries: 1_000,
+        ..ProducerConfig::default()
+    })
+    .await
+    .unwrap();
+    producer
+        .send(ProducerRecord::new("gone", "first"))
+        .await
+        .unwrap();
+    drop(server);
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(30),
+        producer.send(ProducerRecord::new("gone", "second")),
+    )
+    .await
+    .expect("delivery resolved within 30 s")
+    .unwrap_err();
+    assert!(err.is_retriable(), "{err:?}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "gave up after {:?}",
+        started.elapsed()
+    );
 }

@@ -217,7 +217,8 @@ def aio_consume(bootstrap: str, topic: str, partition: int, count: int, start: i
 
 def kcat(args: list[str], input_bytes: bytes | None = None, timeout: float = 30.0,
          check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["kcat", *args], input=input_bytes, capture_output=True, timeout=timeout)
+    stdin = {"input": input_bytes} if input_bytes is not None else {"stdin": subprocess.DEVNULL}
+    proc = subprocess.run(["kcat", *args], capture_output=True, timeout=timeout, **stdin)
     if check and proc.returncode != 0:
         raise AssertionError(f"kcat {args} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
     return proc

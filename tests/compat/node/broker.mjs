@@ -101,8 +101,11 @@ export class Moldau {
     if (proc.exitCode === null && proc.signalCode === null) {
       const exited = once(proc, 'exit')
       proc.kill('SIGTERM')
-      const timeout = new Promise(r => setTimeout(() => r('timeout'), STOP_TIMEOUT_MS))
-      if (await Promise.race([exited, timeout]) === 'timeout') {
+      let timer
+      const timeout = new Promise(r => { timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS) })
+      const outcome = await Promise.race([exited, timeout])
+      clearTimeout(timer) // a pending timer would keep node alive for STOP_TIMEOUT_MS
+      if (outcome === 'timeout') {
         proc.kill('SIGKILL')
         throw new Error(`moldau did not exit within ${STOP_TIMEOUT_MS} ms of SIGTERM\n${this.logTail()}`)
       }
@@ -115,7 +118,7 @@ export class Moldau {
 // Read a partition back with kcat (kafkajs's consumer needs consumer groups).
 export function kcatConsume (bootstrap, topic, partition, count) {
   const res = spawnSync('kcat', ['-C', '-b', bootstrap, '-t', topic, '-p', String(partition), '-o', 'beginning',
-    '-c', String(count), '-e', '-J', '-q'], { timeout: 30_000, encoding: 'utf8' })
+    '-c', String(count), '-e', '-J', '-q'], { timeout: 30_000, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
   if (res.status !== 0) throw new Error(`kcat failed (${res.status}): ${res.stderr}`)
   return res.stdout.split('\n').filter(l => l.trim()).map(l => JSON.parse(l))
 }

@@ -334,3 +334,18 @@ def test_aiokafka_admin(broker, topic):
             await admin.close()
 
     clients.run_async(run())
+
+
+def test_confluent_create_many_topics_in_one_request(cadmin, topic):
+    names = [f"{topic}-{i:02d}" for i in range(40)]
+    fs = cadmin.create_topics([NewTopic(n, num_partitions=1 + i % 3, replication_factor=1) for i, n in enumerate(names)],
+                              request_timeout=15)
+    for f in fs.values():
+        assert _wait(f) is None
+    md = cadmin.list_topics(timeout=10)
+    for i, n in enumerate(names):
+        assert sorted(md.topics[n].partitions) == list(range(1 + i % 3)), n
+    fs = cadmin.delete_topics(names, request_timeout=15)
+    for f in fs.values():
+        assert _wait(f) is None
+    assert not set(names) & topic_names(cadmin)

@@ -112,3 +112,52 @@ def test_sigkill_keeps_acknowledged_records(brokers, topic):
     assert [m.value for m in got] == [r["value"] for r in recs] + [b"idempotent-acked"]
     delivered = clients.kp_produce(server.bootstrap, topic, [{"value": b"after crash"}])
     assert delivered[0].offset == 501
+
+
+def test_idempotent_duplicate_detected_after_restart(brokers, topic):
+    """Producer state (last sequences) survives a restart: a retried batch is still a duplicate."""
+    import kwire
+    server = brokers.start()
+    clients.confluent_produce(server.bootstrap, topic, [{"key": b"k", "value": b"once"}], **{"enable.idempotence": True})
+    (b,) = kwire.fetch_all_batches(server.address, topic, 0)
+    assert b.producer_id >= 0
+    server.restart()
+    dup = kwire.record_batch([kwire.Rec(b"k", b"once")], b.first_timestamp, producer_id=b.producer_id,
+                             producer_epoch=b.producer_epoch, base_sequence=0)
+    with kwire.connect(server.address) as sock:
+        res = kwire.produce_v7(sock, topic, 0, dup)
+    assert res.error_code in (0, 46), res  # success (deduplicated) or DUPLICATE_SEQUENCE_NUMBER
+    assert clients.confluent_watermarks(server.bootstrap, topic) == (0, 1)
+
+
+def test_set_broker_configs_are_static_broker_config(brokers, topic):
+    """`--set` broker configs: topics inherit them (source STATIC_BROKER_CONFIG), a topic override
+    wins (DYNAMIC_TOPIC_CONFIG), deleting the override falls back to the broker value."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import AlterConfigOp, ConfigResource as KCR, ConfigResourceType
+    server = brokers.start(**{"log.retention.ms": "3600000", "num.partitions": "2"})
+    clients.confluent_produce(server.bootstrap, topic, [{"value": b"v"}], partition=None)
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=10000)
+    try:
+        def topic_cfg():
+            return admin.describe_configs([KCR(ConfigResourceType.TOPIC, topic)], config_filter="all")["topic"][topic]
+        cfg = topic_cfg()
+        assert (cfg["retention.ms"]["value"], cfg["retention.ms"]["config_source"]) == ("3600000", "STATIC_BROKER_CONFIG")
+        assert (cfg["cleanup.policy"]["value"], cfg["cleanup.policy"]["config_source"]) == ("delete", "DEFAULT_CONFIG")
+        (t,) = admin.describe_topics([topic])
+        assert len(t["partitions"]) == 2
+
+        broker_cfg = admin.describe_configs([KCR(ConfigResourceType.BROKER, "1")], config_filter="all")["broker"]["1"]
+        assert (broker_cfg["log.retention.ms"]["value"], broker_cfg["log.retention.ms"]["config_source"]) == (
+            "3600000", "STATIC_BROKER_CONFIG")
+        assert (broker_cfg["num.partitions"]["value"], broker_cfg["num.partitions"]["config_source"]) == (
+            "2", "STATIC_BROKER_CONFIG")
+
+        admin.alter_configs([KCR(ConfigResourceType.TOPIC, topic, {"retention.ms": "5000"})])
+        cfg = topic_cfg()
+        assert (cfg["retention.ms"]["value"], cfg["retention.ms"]["config_source"]) == ("5000", "DYNAMIC_TOPIC_CONFIG")
+        admin.alter_configs([KCR(ConfigResourceType.TOPIC, topic, {"retention.ms": (AlterConfigOp.DELETE, None)})])
+        cfg = topic_cfg()
+        assert (cfg["retention.ms"]["value"], cfg["retention.ms"]["config_source"]) == ("3600000", "STATIC_BROKER_CONFIG")
+    finally:
+        admin.close()

@@ -466,7 +466,17 @@ impl Client {
 
     /// The leader of a partition from cached metadata (fetching the topic if needed).
     pub async fn leader_for(&self, topic: &str, partition: i32) -> Result<i32> {
-        let t = self.topic(topic, false).await?;
+        self.leader_for_auto_create(topic, partition, false).await
+    }
+
+    /// Like `leader_for`; a metadata fetch may create the topic (for producers).
+    pub(crate) async fn leader_for_auto_create(
+        &self,
+        topic: &str,
+        partition: i32,
+        auto_create: bool,
+    ) -> Result<i32> {
+        let t = self.topic(topic, auto_create).await?;
         let p = t
             .partitions
             .iter()

@@ -73,8 +73,11 @@ pub struct ProducerConfig {
     pub batch_size: usize,
     /// Codec for batches (`compression.type`).
     pub compression: Compression,
-    /// Attempts after the first for a failed batch (`retries`).
+    /// Attempts after the first for a failed batch (`retries`); by default unbounded, so
+    /// `delivery_timeout_ms` decides, as in the Java client.
     pub retries: u32,
+    /// Retry backoff doubles per attempt up to this (`retry.backoff.max.ms`).
+    pub retry_backoff_max_ms: u64,
     /// Upper bound from `send` to success or failure (`delivery.timeout.ms`).
     pub delivery_timeout_ms: u64,
     /// Bytes of records queued before `send` waits (`buffer.memory`).
@@ -94,7 +97,8 @@ impl Default for ProducerConfig {
             linger_ms: 5,
             batch_size: 16 * 1024,
             compression: Compression::None,
-            retries: 10,
+            retries: u32::MAX,
+            retry_backoff_max_ms: 1_000,
             delivery_timeout_ms: 120_000,
             buffer_memory: 32 * 1024 * 1024,
             max_request_size: 1024 * 1024,
@@ -619,8 +623,14 @@ impl Shared {
             self.client.invalidate_topic(&batch.topic);
         }
         batch.attempts += 1;
-        batch.not_before =
-            Some(Instant::now() + Duration::from_millis(self.client.config().retry_backoff_ms));
+        // Exponential backoff: retry.backoff.ms doubling per attempt, capped.
+        let backoff = self
+            .client
+            .config()
+            .retry_backoff_ms
+            .saturating_mul(1u64 << batch.attempts.min(16))
+            .min(self.config.retry_backoff_max_ms.max(1));
+        batch.not_before = Some(Instant::now() + Duration::from_millis(backoff));
         tracing::debug!(topic = %batch.topic, partition = batch.partition, attempt = batch.attempts, error = %err, "retrying batch");
         let mut acc = self.acc();
         acc.parts
@@ -663,7 +673,11 @@ async fn sender_loop(s: Arc<Shared>) {
                     }
                 }
             }
-            match s.client.leader_for(&b.topic, b.partition).await {
+            match s
+                .client
+                .leader_for_auto_create(&b.topic, b.partition, s.config.allow_auto_create_topics)
+                .await
+            {
                 Ok(node) => by_node.entry(node).or_default().push(b),
                 Err(e) => {
                     s.client.invalidate_topic(&b.topic);

@@ -539,3 +539,30 @@ async fn delivery_times_out_when_the_broker_is_gone() {
         started.elapsed()
     );
 }
+
+/// A topic deleted under a producer's feet: the produce fails with UNKNOWN_TOPIC_OR_PARTITION,
+/// the producer refreshes metadata (re-creating the topic, as auto-create allows) and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_refreshes_metadata_after_unknown_topic() {
+    let server = Server::start(&[]);
+    let admin = Admin::connect(server.client_config()).await.unwrap();
+    let producer = Producer::new(ProducerConfig {
+        client: server.client_config(),
+        ..ProducerConfig::default()
+    })
+    .await
+    .unwrap();
+    let first = producer
+        .send(ProducerRecord::new("moving", "a"))
+        .await
+        .unwrap();
+    assert_eq!(first.offset, 0);
+    let deleted = admin.delete_topics(&["moving".into()]).await.unwrap();
+    assert!(deleted[0].1.is_ok());
+    let second = producer
+        .send(ProducerRecord::new("moving", "b"))
+        .await
+        .unwrap();
+    assert_eq!((second.partition, second.offset), (0, 0), "a fresh topic");
+    producer.close().await.unwrap();
+}

@@ -8,8 +8,11 @@
 //! most one batch per partition. Responses complete each record's delivery future; retriable
 //! errors put the batch back at the head of its partition's queue after `retry_backoff_ms`
 //! (and refresh metadata on leadership errors) until `retries` or `delivery_timeout_ms` run
-//! out. Without idempotence a retried batch may land after a later batch of the same
-//! partition, as with the Java client at `max.in.flight.requests.per.connection` > 1.
+//! out. With idempotence (the default with acks=all, as in the Java client) each batch carries
+//! the producer id and a per-partition sequence number, retried batches go back in sequence
+//! order, and the broker drops duplicates, so retries neither duplicate nor reorder. Without
+//! it a retried batch may land after a later batch of the same partition, as with the Java
+//! client at `max.in.flight.requests.per.connection` > 1.
 //! `close` flushes and stops the sender; dropping the producer stops it after it drains.
 
 use std::collections::{HashMap, VecDeque};
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use protocol::messages::{ProduceRequest, ProduceResponse};
+use protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
 use record::{BatchBuilder, Compression, NewRecord, RecordHeader};
 use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
@@ -87,6 +90,11 @@ pub struct ProducerConfig {
     pub partitioner: Partitioner,
     /// Whether metadata lookups may create missing topics (`allow.auto.create.topics`).
     pub allow_auto_create_topics: bool,
+    /// Idempotent delivery (`enable.idempotence`): a producer id from InitProducerId and a
+    /// sequence number per partition, so retries neither duplicate nor reorder records.
+    /// Effective with `acks = All` only (as Kafka requires), and only if the broker serves
+    /// InitProducerId; keep `in_flight_max` <= 5.
+    pub enable_idempotence: bool,
 }
 
 impl Default for ProducerConfig {
@@ -104,6 +112,7 @@ impl Default for ProducerConfig {
             max_request_size: 1024 * 1024,
             partitioner: Partitioner::Default,
             allow_auto_create_topics: true,
+            enable_idempotence: true,
         }
     }
 }
@@ -239,6 +248,8 @@ struct ReadyBatch {
     attempts: u32,
     created: Instant,
     not_before: Option<Instant>,
+    /// Set when built by an idempotent producer.
+    base_sequence: Option<i32>,
 }
 
 #[derive(Default)]
@@ -251,6 +262,8 @@ struct Accumulator {
     parts: HashMap<(Arc<str>, i32), PartQueue>,
     sticky: HashMap<Arc<str>, Sticky>,
     rng: Rng,
+    /// Next sequence number per partition (idempotent producer).
+    next_sequence: HashMap<(Arc<str>, i32), i32>,
 }
 
 struct Shared {
@@ -320,6 +333,7 @@ impl Producer {
                 parts: HashMap::new(),
                 sticky: HashMap::new(),
                 rng: Rng::seeded(),
+                next_sequence: HashMap::new(),
             }),
             wake: Notify::new(),
             outstanding: AtomicUsize::new(0),
@@ -522,6 +536,7 @@ fn close_batch(topic: Arc<str>, partition: i32, b: OpenBatch) -> ReadyBatch {
         attempts: 0,
         created: b.created,
         not_before: None,
+        base_sequence: None,
     }
 }
 
@@ -615,7 +630,12 @@ impl Shared {
     fn requeue(&self, mut batch: ReadyBatch, err: Error) {
         let expired =
             batch.created.elapsed() >= Duration::from_millis(self.config.delivery_timeout_ms);
-        if !err.is_retriable() || batch.attempts >= self.config.retries || expired {
+        // With idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER means an earlier batch of the
+        // partition failed and is being retried: retry this one after it.
+        let retriable = err.is_retriable()
+            || (batch.base_sequence.is_some()
+                && err.code() == Some(ErrorCode::OutOfOrderSequenceNumber));
+        if !retriable || batch.attempts >= self.config.retries || expired {
             self.finish(batch, Err(err));
             return;
         }
@@ -633,17 +653,65 @@ impl Shared {
         batch.not_before = Some(Instant::now() + Duration::from_millis(backoff));
         tracing::debug!(topic = %batch.topic, partition = batch.partition, attempt = batch.attempts, error = %err, "retrying batch");
         let mut acc = self.acc();
-        acc.parts
+        let ready = &mut acc
+            .parts
             .entry((batch.topic.clone(), batch.partition))
             .or_default()
-            .ready
-            .push_front(batch);
+            .ready;
+        // Keep sequenced batches in sequence order: retries go back before later batches.
+        let at = match batch.base_sequence {
+            Some(seq) => ready
+                .iter()
+                .position(|b| b.base_sequence.is_none_or(|other| other > seq))
+                .unwrap_or(ready.len()),
+            None => 0,
+        };
+        ready.insert(at, batch);
         drop(acc);
         self.wake.notify_one();
     }
 }
 
+/// Gets a producer id for idempotent delivery; `None` when idempotence is off or the broker
+/// does not offer it.
+async fn init_producer_id(s: &Shared) -> Option<(i64, i16)> {
+    if !(s.config.enable_idempotence && s.config.acks == Acks::All) {
+        return None;
+    }
+    let deadline = Instant::now() + Duration::from_millis(s.config.delivery_timeout_ms);
+    let mut backoff = s.client.config().retry_backoff_ms.max(1);
+    loop {
+        let req = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000);
+        let r = match s.client.conn_any().await {
+            Ok(conn) => conn.send(&req).await,
+            Err(e) => Err(e),
+        };
+        match r.and_then(|resp| {
+            Error::check(resp.error_code).map(|()| (resp.producer_id.0, resp.producer_epoch))
+        }) {
+            Ok(id) => return Some(id),
+            Err(Error::UnsupportedVersion(api)) => {
+                tracing::warn!(%api, "broker offers no InitProducerId: producing without idempotence");
+                return None;
+            }
+            Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                tracing::debug!(error = %e, "InitProducerId failed; retrying");
+                tokio::time::sleep(Duration::from_millis(backoff)).await;
+                backoff = (backoff * 2).min(s.config.retry_backoff_max_ms.max(1));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "InitProducerId failed: producing without idempotence");
+                return None;
+            }
+        }
+    }
+}
+
 async fn sender_loop(s: Arc<Shared>) {
+    let mut producer_id: Option<(i64, i16)> = None;
+    let mut initialized = false;
     loop {
         let now = Instant::now();
         let (batches, next) = s.drain(now);
@@ -658,18 +726,40 @@ async fn sender_loop(s: Arc<Shared>) {
             let _ = tokio::time::timeout(wait, s.wake.notified()).await;
             continue;
         }
+        if !initialized {
+            producer_id = init_producer_id(&s).await;
+            initialized = true;
+        }
         let mut by_node: HashMap<i32, Vec<ReadyBatch>> = HashMap::new();
         for mut b in batches {
             if b.created.elapsed() >= Duration::from_millis(s.config.delivery_timeout_ms) {
                 s.finish(b, Err(Error::Timeout(s.config.delivery_timeout_ms)));
                 continue;
             }
-            if let Payload::Open(builder) = &b.payload {
-                match builder.build() {
-                    Ok(data) => b.payload = Payload::Built(data),
-                    Err(e) => {
-                        s.finish(b, Err(Error::Record(e)));
-                        continue;
+            let payload = std::mem::replace(&mut b.payload, Payload::Built(Bytes::new()));
+            match payload {
+                Payload::Built(data) => b.payload = Payload::Built(data),
+                Payload::Open(mut builder) => {
+                    if let Some((pid, epoch)) = producer_id {
+                        let mut acc = s.acc();
+                        let next = acc
+                            .next_sequence
+                            .entry((b.topic.clone(), b.partition))
+                            .or_insert(0);
+                        let seq = *next;
+                        // Sequences wrap at i32::MAX, as in Kafka.
+                        *next = ((i64::from(seq) + b.waiters.len() as i64)
+                            % (i64::from(i32::MAX) + 1)) as i32;
+                        drop(acc);
+                        builder = builder.producer(pid, epoch, seq);
+                        b.base_sequence = Some(seq);
+                    }
+                    match builder.build() {
+                        Ok(data) => b.payload = Payload::Built(data),
+                        Err(e) => {
+                            s.finish(b, Err(Error::Record(e)));
+                            continue;
+                        }
                     }
                 }
             }
@@ -811,6 +901,10 @@ async fn complete(
                 b,
                 Error::Protocol("produce response lacks a partition".into()),
             ),
+            // DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch from an earlier try.
+            Some(p) if p.error_code == ErrorCode::DuplicateSequenceNumber.code() => {
+                s.finish(b, Ok((p.base_offset, p.log_append_time_ms)))
+            }
             Some(p) => match Error::check_msg(p.error_code, p.error_message.as_deref()) {
                 Ok(()) => s.finish(b, Ok((p.base_offset, p.log_append_time_ms))),
                 Err(e) => s.requeue(b, e),

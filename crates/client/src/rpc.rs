@@ -55,6 +55,7 @@ rpc!(DeleteGroupsRequest => DeleteGroupsResponse, DeleteGroups, 0, 2);
 rpc!(IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, IncrementalAlterConfigs, 0, 1);
 rpc!(OffsetDeleteRequest => OffsetDeleteResponse, OffsetDelete, 0, 0);
 rpc!(DescribeClusterRequest => DescribeClusterResponse, DescribeCluster, 0, 1);
+rpc!(InitProducerIdRequest => InitProducerIdResponse, InitProducerId, 0, 4);
 
 /// Encodes a request frame, size prefix included.
 pub(crate) fn encode_request<R: Rpc>(

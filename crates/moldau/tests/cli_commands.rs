@@ -162,6 +162,14 @@ fn produce_and_consume_text_json_and_templates() {
         "",
     );
     assert!(out.lines().all(|l| l.parse::<i64>().unwrap() >= 1), "{out}");
+    // -N: the last N records of the partition.
+    let out = server.ok(
+        &[
+            "consume", "lines", "-p", "1", "--offset", "-1", "-e", "-f", "%k",
+        ],
+        "",
+    );
+    assert_eq!(out, "j\n", "{out}");
     // Timestamp 1234 is the oldest in partition 1 only if it was produced first there; by
     // timestamp far in the future nothing is returned.
     let out = server.ok(

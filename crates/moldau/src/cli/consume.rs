@@ -20,8 +20,14 @@ pub struct ConsumeArgs {
     /// Start at the beginning of each partition (default: only new records).
     #[arg(long, conflicts_with_all = ["offset", "timestamp"])]
     pub from_beginning: bool,
-    /// Start at this offset in each partition; `start` and `end` also work.
-    #[arg(long, short = 'o', conflicts_with = "timestamp")]
+    /// Start at this offset in each partition; `start`, `end`, and -N (N before the end)
+    /// also work.
+    #[arg(
+        long,
+        short = 'o',
+        conflicts_with = "timestamp",
+        allow_hyphen_values = true
+    )]
     pub offset: Option<String>,
     /// Start at the first record with a timestamp at or after this (ms since the epoch).
     #[arg(long)]
@@ -180,8 +186,30 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     } else {
         consumer.assign(all.clone());
         let to = start.unwrap_or(SeekTo::End);
-        for tp in &all {
-            consumer.seek(tp, to);
+        if let SeekTo::Offset(back) = to {
+            if back < 0 {
+                // -N: N records before the end of each partition (never before its start).
+                let admin = client::Admin::new(client.clone());
+                let q = |ts: i64| all.iter().map(|tp| (tp.clone(), ts)).collect::<Vec<_>>();
+                let ends = admin
+                    .list_offsets(&q(-1))
+                    .await
+                    .context("list end offsets")?;
+                let starts = admin
+                    .list_offsets(&q(-2))
+                    .await
+                    .context("list start offsets")?;
+                for tp in &all {
+                    let end = ends.get(tp).copied().unwrap_or(0);
+                    let begin = starts.get(tp).copied().unwrap_or(0);
+                    consumer.seek(tp, SeekTo::Offset((end + back).max(begin)));
+                }
+            }
+        }
+        if !matches!(to, SeekTo::Offset(o) if o < 0) {
+            for tp in &all {
+                consumer.seek(tp, to);
+            }
         }
     }
     // With --exit, stop once every partition reached the end it had when we started.

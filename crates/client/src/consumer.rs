@@ -583,11 +583,12 @@ impl Consumer {
             self.in_flight_nodes.insert(node);
             let tx = self.tx.clone();
             let decompressed_max = (self.config.fetch_max_bytes.max(1) as usize).saturating_mul(16);
+            let read_committed = self.config.isolation_level == 1;
             tokio::spawn(async move {
                 let done = match pending.wait().await {
                     Ok(resp) => FetchDone {
                         node,
-                        partitions: decode_fetch(resp, &parts, decompressed_max),
+                        partitions: decode_fetch(resp, &parts, decompressed_max, read_committed),
                         error: None,
                     },
                     Err(e) => FetchDone {
@@ -761,6 +762,7 @@ fn decode_fetch(
     resp: protocol::messages::FetchResponse,
     parts: &[(TopicPartition, i64, u64)],
     decompressed_max: usize,
+    read_committed: bool,
 ) -> Vec<FetchedPartition> {
     let top = Error::check(resp.error_code);
     let mut out = Vec::with_capacity(parts.len());
@@ -783,14 +785,30 @@ fn decode_fetch(
                 bytes: 0,
             }),
             (Ok(()), Some(p)) => Error::check(p.error_code).and_then(|()| {
-                decode_partition(tp, *fetch_offset, p.records.as_ref(), decompressed_max).map(
-                    |(records, next_offset, bytes)| Fetched {
+                let aborted: Vec<(i64, i64)> = if read_committed {
+                    p.aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let read = PartitionRead {
+                    tp,
+                    fetch_offset: *fetch_offset,
+                    decompressed_max,
+                    read_committed,
+                    aborted,
+                };
+                decode_partition(&read, p.records.as_ref()).map(|(records, next_offset, bytes)| {
+                    Fetched {
                         records,
                         next_offset,
                         high_watermark: p.high_watermark,
                         bytes,
-                    },
-                )
+                    }
+                })
             }),
         };
         out.push(FetchedPartition {
@@ -803,21 +821,37 @@ fn decode_fetch(
     out
 }
 
-/// Decodes the whole batches in `data`, returning records at or after `fetch_offset`, the
-/// next offset to fetch, and their approximate size. A truncated last batch (normal at the
-/// fetch size limit) is ignored.
-fn decode_partition(
-    tp: &TopicPartition,
+/// What `decode_partition` needs besides the bytes.
+struct PartitionRead<'a> {
+    tp: &'a TopicPartition,
     fetch_offset: i64,
-    data: Option<&Bytes>,
     decompressed_max: usize,
+    /// Skip records of aborted transactions (isolation.level=read_committed).
+    read_committed: bool,
+    /// (producer id, first offset) of aborted transactions, from the Fetch response.
+    aborted: Vec<(i64, i64)>,
+}
+
+/// Decodes the whole batches in `data`, returning records at or after the fetch offset, the
+/// next offset to fetch, and their approximate size. A truncated last batch (normal at the
+/// fetch size limit) is ignored. Control batches are never returned; with read_committed,
+/// transactional batches of a producer are skipped from the first offset of an aborted
+/// transaction until its ABORT marker (as the Java consumer does).
+fn decode_partition(
+    read: &PartitionRead<'_>,
+    data: Option<&Bytes>,
 ) -> Result<(Vec<ConsumerRecord>, i64, usize)> {
+    let (tp, fetch_offset, decompressed_max) = (read.tp, read.fetch_offset, read.decompressed_max);
     let mut records = Vec::new();
     let mut next = fetch_offset;
     let mut bytes = 0;
     let Some(data) = data else {
         return Ok((records, next, bytes));
     };
+    let mut aborted = read.aborted.clone();
+    aborted.sort_by_key(|&(_, first)| first);
+    let mut pending_aborts = aborted.into_iter().peekable();
+    let mut aborting: HashSet<i64> = HashSet::new();
     for item in BatchSplitter::new(data) {
         let Ok((at, b)) = item else {
             break;
@@ -828,7 +862,34 @@ fn decode_partition(
             continue;
         }
         next = next.max(header.next_offset());
+        if read.read_committed {
+            while let Some(&(pid, _)) = pending_aborts
+                .peek()
+                .filter(|&&(_, first)| first <= header.last_offset())
+            {
+                aborting.insert(pid);
+                pending_aborts.next();
+            }
+        }
         if header.is_control() {
+            // A control record's key is (version: i16, type: i16); type 0 is ABORT.
+            if read.read_committed && header.is_transactional() {
+                let is_abort = iter
+                    .clone()
+                    .next()
+                    .and_then(|r| r.ok())
+                    .and_then(|r| r.key)
+                    .is_some_and(|k| k.len() >= 4 && k[2..4] == [0, 0]);
+                if is_abort {
+                    aborting.remove(&header.producer_id);
+                }
+            }
+            continue;
+        }
+        if read.read_committed
+            && header.is_transactional()
+            && aborting.contains(&header.producer_id)
+        {
             continue;
         }
         let log_append = header.timestamp_type() == record::TimestampKind::LogAppendTime;
@@ -917,4 +978,69 @@ pub(crate) async fn list_offsets(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record::{BatchBuilder, Compression, NewRecord};
+
+    fn batch(base: i64, pid: i64, txn: bool, control: Option<i16>, n: usize) -> Vec<u8> {
+        let mut b = BatchBuilder::new(Compression::None)
+            .base_offset(base)
+            .producer(pid, 0, 0)
+            .transactional(txn)
+            .control(control.is_some());
+        for i in 0..n {
+            match control {
+                Some(kind) => {
+                    let mut key = vec![0, 0];
+                    key.extend_from_slice(&kind.to_be_bytes());
+                    b.push(NewRecord::new(
+                        Some(key.into()),
+                        Some(vec![0, 0, 0, 0, 0, 0].into()),
+                        0,
+                    ));
+                }
+                None => b.push(NewRecord::value(format!("{pid}-{i}"))),
+            }
+        }
+        b.build().unwrap().to_vec()
+    }
+
+    fn values(read_committed: bool, aborted: Vec<(i64, i64)>) -> (Vec<String>, i64) {
+        let mut data = Vec::new();
+        data.extend(batch(0, 7, true, None, 2)); // 0-1: aborted transaction of producer 7
+        data.extend(batch(2, 8, true, None, 1)); // 2: committed transaction of producer 8
+        data.extend(batch(3, 7, true, Some(0), 1)); // 3: ABORT marker for 7
+        data.extend(batch(4, 8, true, Some(1), 1)); // 4: COMMIT marker for 8
+        data.extend(batch(5, 7, true, None, 1)); // 5: a new transaction of 7
+        data.extend(batch(6, 9, false, None, 1)); // 6: not transactional
+        data.extend_from_slice(&[0, 0, 0]); // a truncated tail, as at the fetch size limit
+        let tp = TopicPartition::new("t", 0);
+        let read = PartitionRead {
+            tp: &tp,
+            fetch_offset: 1,
+            decompressed_max: 1 << 20,
+            read_committed,
+            aborted,
+        };
+        let (records, next, _) = decode_partition(&read, Some(&Bytes::from(data))).unwrap();
+        let vals = records
+            .iter()
+            .map(|r| String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap())
+            .collect();
+        (vals, next)
+    }
+
+    #[test]
+    fn read_committed_skips_aborted_transactions_and_control_batches() {
+        let (all, next) = values(false, vec![(7, 0)]);
+        // From fetch offset 1: the rest of 7's aborted batch, then everything else; never markers.
+        assert_eq!(all, vec!["7-1", "8-0", "7-0", "9-0"]);
+        assert_eq!(next, 7);
+        let (committed, next) = values(true, vec![(7, 0)]);
+        assert_eq!(committed, vec!["8-0", "7-0", "9-0"]);
+        assert_eq!(next, 7);
+    }
 }

@@ -307,3 +307,60 @@ fn bench_reports_json_on_the_last_line() {
         "{human}"
     );
 }
+
+/// `moldau consume --group` that runs until SIGTERM still commits what it printed and leaves.
+#[test]
+fn group_consume_commits_on_sigterm() {
+    use std::io::BufRead;
+    let server = Server::start(&[]);
+    server.ok(&["topic", "create", "tail", "-p", "1"], "");
+    server.ok(&["produce", "tail"], "a\nb\nc\n");
+    /// Kills the consumer we started if the test fails before it exits.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_moldau"))
+            .args(["consume", "tail", "-g", "tailers", "--from-beginning"])
+            .env("MOLDAU_BROKERS", &server.addr)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let got: Vec<String> = (0..3)
+        .map(|_| {
+            rx.recv_timeout(std::time::Duration::from_secs(60))
+                .expect("a record printed within 60 s")
+        })
+        .collect();
+    assert_eq!(got, vec!["a", "b", "c"]);
+    // Stop the consumer we started, by its PID.
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.0.wait().unwrap().success());
+    let d: Value =
+        serde_json::from_str(&server.ok(&["group", "describe", "tailers", "--json"], "")).unwrap();
+    assert_eq!(d["total_lag"], 0, "{d}");
+    assert_eq!(
+        d["members"].as_array().unwrap().len(),
+        0,
+        "left the group: {d}"
+    );
+}

@@ -222,6 +222,9 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let mut seen = 0u64;
     let mut printed: BTreeMap<TopicPartition, i64> = BTreeMap::new();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Ctrl-C or SIGTERM ends the loop normally, so a group member still commits and leaves.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("install SIGTERM handler")?;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     'outer: loop {
@@ -232,6 +235,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         let records = tokio::select! {
             r = consumer.poll(Duration::from_millis(500)) => r.context("consume")?,
             _ = &mut ctrl_c => break,
+            _ = term.recv() => break,
         };
         for r in &records {
             out.write_all(render(&format, r).as_bytes())?;

@@ -40,6 +40,7 @@ mod conn;
 mod consumer;
 mod error;
 mod group;
+mod guard;
 mod partitioner;
 mod producer;
 mod rpc;

@@ -16,7 +16,7 @@ pub trait Rpc: Encode + std::fmt::Debug + Send + Sync + 'static {
     const KEY: ApiKey;
     const MIN: i16;
     const MAX: i16;
-    type Response: Decode + std::fmt::Debug + Send + 'static;
+    type Response: Decode + Encode + Default + std::fmt::Debug + Send + 'static;
 }
 
 macro_rules! rpc {
@@ -83,8 +83,9 @@ pub(crate) fn encode_request<R: Rpc>(
 
 /// Decodes a response frame (without size prefix) for request `R` at `version`.
 ///
-/// The frame size was already bounded by the connection's frame limit. `kafka-protocol`
-/// decodes into `Result`; a truncated or garbled body becomes [`Error::Protocol`].
+/// The frame size was already bounded by the connection's frame limit; the body is walked by
+/// [`crate::guard`] before `kafka-protocol` decodes it (which would otherwise pre-allocate
+/// from claimed array lengths); a truncated or garbled body becomes [`Error::Protocol`].
 pub(crate) fn decode_response<R: Rpc>(
     mut frame: Bytes,
     version: i16,
@@ -92,6 +93,8 @@ pub(crate) fn decode_response<R: Rpc>(
     let header = ResponseHeader::decode(&mut frame, R::KEY.response_header_version(version))
         .map_err(|e| Error::Protocol(format!("{:?} v{version} header: {e}", R::KEY)))?;
     let _ = header;
+    crate::guard::check_response(R::KEY, version, &frame)
+        .map_err(|e| Error::Protocol(format!("{:?} v{version}: {e}", R::KEY)))?;
     R::Response::decode(&mut frame, version)
         .map_err(|e| Error::Protocol(format!("{:?} v{version}: {e:#}", R::KEY)))
 }

@@ -474,11 +474,13 @@ async fn hostile_broker_gets_errors_not_panics() {
     let m = mode.clone();
     let server = tokio::spawn(async move {
         loop {
-            let reply = if m.load(Ordering::Acquire) == 0 {
-                vec![0x7f, 0xff, 0xff, 0xff]
-            } else {
+            let reply = match m.load(Ordering::Acquire) {
+                0 => vec![0x7f, 0xff, 0xff, 0xff],
                 // size 10: correlation id 1, error 0, then a truncated api_keys array.
-                vec![0, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0x00, 0x00, 0x00, 0x05]
+                1 => vec![0, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0x00, 0x00, 0x00, 0x05],
+                // An api_keys array claiming i32::MAX entries: kafka-protocol would try to
+                // allocate for all of them; the response guard must reject it first.
+                _ => vec![0, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0x7f, 0xff, 0xff, 0xff],
             };
             let (mut s, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 512];
@@ -487,7 +489,7 @@ async fn hostile_broker_gets_errors_not_panics() {
             let _ = s.shutdown().await;
         }
     });
-    for m in 0..2 {
+    for m in 0..3 {
         mode.store(m, Ordering::Release);
         let mut cfg = client::ClientConfig::new(&addr);
         cfg.request_timeout_ms = 5_000;

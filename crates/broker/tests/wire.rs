@@ -1,6 +1,7 @@
 //! An in-process broker driven over real sockets with hand-built frames: the happy path
 //! (produce, fetch, list offsets) and hostile input (garbage, bad sizes, huge claimed
 //! arrays, bad CRCs, unknown APIs), after each of which the broker must keep serving.
+#![allow(clippy::unwrap_used)]
 
 use broker::Broker;
 use bytes::{BufMut, Bytes, BytesMut};

@@ -622,6 +622,8 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: i32,
     pub max_connections: i32,
+    /// `fetch.max.bytes`: caps every Fetch response.
+    pub fetch_max_bytes: usize,
     pub queued_max_requests: i32,
     pub log_retention_check_interval_ms: i64,
     pub log_cleaner_backoff_ms: i64,
@@ -698,6 +700,7 @@ impl BrokerConfig {
             delete_topic_enable: boolean("delete.topic.enable")?,
             socket_request_max_bytes: int("socket.request.max.bytes", 1024)?,
             max_connections: int("max.connections", 1)?,
+            fetch_max_bytes: int("fetch.max.bytes", 1024)? as usize,
             queued_max_requests: int("queued.max.requests", 1)?,
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,

@@ -51,11 +51,12 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
                     .collect(),
             })
             .collect(),
-        // v0-2 had no response limit; treat a non-positive one as "no limit" as Kafka does.
+        // A response never exceeds the broker's `fetch.max.bytes`, whatever the client asks
+        // (KIP-74's first batch aside), so one fetch can't pin unbounded memory.
         max_bytes: if req.max_bytes <= 0 {
-            usize::MAX
+            state.config.fetch_max_bytes
         } else {
-            req.max_bytes as usize
+            (req.max_bytes as usize).min(state.config.fetch_max_bytes)
         },
         min_bytes: req.min_bytes.max(0) as usize,
         read_committed: req.isolation_level == 1,

@@ -8,7 +8,7 @@
 //! on, and it is aborted before each join and when the member is dropped.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,14 @@ pub struct GroupMember {
     flags: Arc<AtomicU8>,
     heartbeat: Option<JoinHandle<()>>,
     last_commit: Instant,
+    /// When `poll` last ran, in ms since `created`; the heartbeat task leaves the group when
+    /// it is older than `max_poll_interval_ms`, as the Java client does.
+    last_poll_ms: Arc<AtomicU64>,
+    created: Instant,
+    /// Partition counts of the subscribed topics when the assignment was made; a change
+    /// (partitions added) triggers a rebalance.
+    partition_counts: BTreeMap<String, usize>,
+    last_metadata_check: Instant,
 }
 
 impl std::fmt::Debug for GroupMember {
@@ -121,6 +129,10 @@ impl GroupMember {
             flags: Arc::new(AtomicU8::new(0)),
             heartbeat: None,
             last_commit: Instant::now(),
+            last_poll_ms: Arc::new(AtomicU64::new(0)),
+            created: Instant::now(),
+            partition_counts: BTreeMap::new(),
+            last_metadata_check: Instant::now(),
         }
     }
 }
@@ -179,6 +191,8 @@ pub(crate) async fn drive(c: &mut Consumer) -> Result<()> {
         let Some(g) = c.group.as_mut() else {
             return Ok(());
         };
+        g.last_poll_ms
+            .store(g.created.elapsed().as_millis() as u64, Ordering::Release);
         let flags = g.flags.load(Ordering::Acquire);
         !g.joined || flags & (FLAG_REJOIN | FLAG_RESET_MEMBER) != 0
     };
@@ -209,6 +223,7 @@ pub(crate) async fn drive(c: &mut Consumer) -> Result<()> {
             }
         }
     }
+    check_partition_counts(c).await;
     let due = c.config.enable_auto_commit
         && c.group.as_ref().is_some_and(|g| {
             g.last_commit.elapsed() >= Duration::from_millis(c.config.auto_commit_interval_ms)
@@ -222,6 +237,36 @@ pub(crate) async fn drive(c: &mut Consumer) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Once a second, compares the subscribed topics' partition counts (from cached metadata,
+/// refreshed every `metadata_max_age_ms`) with those at the last assignment; a topic that
+/// grew needs a rebalance so its new partitions get consumed.
+async fn check_partition_counts(c: &mut Consumer) {
+    let topics = match c.group.as_mut() {
+        Some(g) if g.joined && g.last_metadata_check.elapsed() >= Duration::from_secs(1) => {
+            g.last_metadata_check = Instant::now();
+            g.topics.clone()
+        }
+        _ => return,
+    };
+    let counts = current_counts(&c.client, &topics).await;
+    if let Some(g) = c.group.as_mut() {
+        if !counts.is_empty() && counts != g.partition_counts {
+            tracing::debug!(?counts, before = ?g.partition_counts, "subscribed partitions changed");
+            g.flags.fetch_or(FLAG_REJOIN, Ordering::AcqRel);
+        }
+    }
+}
+
+async fn current_counts(client: &Client, topics: &[String]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for t in topics {
+        if let Ok(info) = client.topic(t, false).await {
+            out.insert(t.clone(), info.partitions.len());
+        }
+    }
+    out
 }
 
 fn is_rebalance_error(e: &Error) -> bool {
@@ -410,22 +455,33 @@ async fn join(c: &mut Consumer) -> Result<()> {
         // Give the revoked partitions to their new owners in a follow-up rebalance.
         g.flags.fetch_or(FLAG_REJOIN, Ordering::AcqRel);
     }
-    g.heartbeat = Some(tokio::spawn(heartbeat_loop(
-        c.client.clone(),
+    let task = Heartbeat {
+        client: c.client.clone(),
         node,
         group_id,
         member_id,
         generation,
-        c.config.group_instance_id.clone(),
-        Duration::from_millis(c.config.heartbeat_interval_ms.max(10)),
-        g.flags.clone(),
-    )));
+        instance_id: c.config.group_instance_id.clone(),
+        interval: Duration::from_millis(c.config.heartbeat_interval_ms.max(10)),
+        flags: g.flags.clone(),
+        last_poll_ms: g.last_poll_ms.clone(),
+        created: g.created,
+        max_poll_interval: Duration::from_millis(c.config.max_poll_interval_ms.max(1) as u64),
+    };
+    g.last_poll_ms
+        .store(g.created.elapsed().as_millis() as u64, Ordering::Release);
+    g.heartbeat = Some(tokio::spawn(heartbeat_loop(task)));
+    let topics = g.topics.clone();
+    let counts = current_counts(&c.client, &topics).await;
+    if let Some(g) = c.group.as_mut() {
+        g.partition_counts = counts;
+    }
     tracing::debug!(generation, assigned = new.len(), "joined group");
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn heartbeat_loop(
+/// What the heartbeat task of one generation needs.
+struct Heartbeat {
     client: Client,
     node: i32,
     group_id: String,
@@ -434,11 +490,49 @@ async fn heartbeat_loop(
     instance_id: Option<String>,
     interval: Duration,
     flags: Arc<AtomicU8>,
-) {
+    last_poll_ms: Arc<AtomicU64>,
+    created: Instant,
+    max_poll_interval: Duration,
+}
+
+async fn heartbeat_loop(h: Heartbeat) {
+    let Heartbeat {
+        client,
+        node,
+        group_id,
+        member_id,
+        generation,
+        instance_id,
+        interval,
+        flags,
+        last_poll_ms,
+        created,
+        max_poll_interval,
+    } = h;
     let mut tick = tokio::time::interval(interval);
     tick.tick().await;
     loop {
         tick.tick().await;
+        let since_poll = created
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last_poll_ms.load(Ordering::Acquire)));
+        // Static members rely on the session timeout instead, as in Kafka.
+        if since_poll > max_poll_interval && instance_id.is_none() {
+            // The application stopped polling: leave so the group can move on without us
+            // (Java's max.poll.interval.ms); the next poll rejoins as a new member.
+            tracing::warn!(?since_poll, "poll interval exceeded: leaving the group");
+            if let Ok(conn) = client.conn_coordinator(node).await {
+                let mut req = LeaveGroupRequest::default().with_group_id(GroupId(sb(&group_id)));
+                if conn.version::<LeaveGroupRequest>().unwrap_or(0) >= 3 {
+                    req.members = vec![MemberIdentity::default().with_member_id(sb(&member_id))];
+                } else {
+                    req.member_id = sb(&member_id);
+                }
+                let _ = conn.send(&req).await;
+            }
+            flags.fetch_or(FLAG_REJOIN | FLAG_RESET_MEMBER, Ordering::AcqRel);
+            return;
+        }
         let conn = match client.conn_coordinator(node).await {
             Ok(c) => c,
             Err(_) => {
@@ -459,9 +553,9 @@ async fn heartbeat_loop(
         };
         match code {
             ErrorCode::None => {}
+            // Keep heartbeating (and watching the poll interval) until the next poll rejoins.
             ErrorCode::RebalanceInProgress => {
                 flags.fetch_or(FLAG_REJOIN, Ordering::AcqRel);
-                return;
             }
             ErrorCode::UnknownMemberId
             | ErrorCode::IllegalGeneration

@@ -568,3 +568,78 @@ async fn producer_refreshes_metadata_after_unknown_topic() {
     assert_eq!((second.partition, second.offset), (0, 0), "a fresh topic");
     producer.close().await.unwrap();
 }
+
+/// Partitions added to a subscribed topic get assigned: the member notices the new count in
+/// refreshed metadata and rebalances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_picks_up_added_partitions() {
+    let server = Server::start(&[]);
+    let admin = Admin::connect(server.client_config()).await.unwrap();
+    admin.create_topic(NewTopic::new("grp", 2)).await.unwrap();
+    let mut config = consumer_config(&server);
+    config.client.metadata_max_age_ms = 200;
+    config.group_id = Some("grow".into());
+    config.heartbeat_interval_ms = 100;
+    let mut c = Consumer::new(config).await.unwrap();
+    c.subscribe(&["grp"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while c.assignment().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "never joined");
+        c.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    admin.create_partitions("grp", 4).await.unwrap();
+    while c.assignment().len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "assignment stayed {:?}",
+            c.assignment()
+        );
+        c.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    c.close().await.unwrap();
+}
+
+/// A member that stops polling for longer than max_poll_interval_ms leaves the group, so the
+/// others take over its partitions without waiting for the session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_that_stops_polling_leaves_the_group() {
+    let server = Server::start(&[]);
+    let admin = Admin::connect(server.client_config()).await.unwrap();
+    admin.create_topic(NewTopic::new("grp", 2)).await.unwrap();
+    let config = |interval_ms: i32| ConsumerConfig {
+        group_id: Some("slow".into()),
+        heartbeat_interval_ms: 100,
+        session_timeout_ms: 30_000,
+        max_poll_interval_ms: interval_ms,
+        ..consumer_config(&server)
+    };
+    let mut slow = Consumer::new(config(1_500)).await.unwrap();
+    slow.subscribe(&["grp"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while slow.assignment().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "never joined");
+        slow.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    // `slow` stops polling now; `fast` must end up with both partitions long before the
+    // 30 s session timeout.
+    let (fast, _owned) = {
+        let mut c = Consumer::new(config(300_000)).await.unwrap();
+        c.subscribe(&["grp"]).unwrap();
+        (c, ())
+    };
+    let stopped_polling = std::time::Instant::now();
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let fast = spawn_member(fast, seen);
+    wait_until("the fast member to own both partitions", || {
+        fast.assigned().len() == 2
+    })
+    .await;
+    let took = stopped_polling.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: waited for the session timeout"
+    );
+    let fast = fast.stop().await;
+    fast.close().await.unwrap();
+    drop(slow);
+}

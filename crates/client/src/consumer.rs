@@ -585,25 +585,37 @@ impl Consumer {
             let decompressed_max = (self.config.fetch_max_bytes.max(1) as usize).saturating_mul(16);
             let read_committed = self.config.isolation_level == 1;
             tokio::spawn(async move {
+                let failed = |parts: Vec<(TopicPartition, i64, u64)>, e: Error| FetchDone {
+                    node,
+                    partitions: parts
+                        .into_iter()
+                        .map(|(tp, fetch_offset, epoch)| FetchedPartition {
+                            tp,
+                            fetch_offset,
+                            epoch,
+                            result: Err(Error::Closed),
+                        })
+                        .collect(),
+                    error: Some(e),
+                };
                 let done = match pending.wait().await {
-                    Ok(resp) => FetchDone {
-                        node,
-                        partitions: decode_fetch(resp, &parts, decompressed_max, read_committed),
-                        error: None,
-                    },
-                    Err(e) => FetchDone {
-                        node,
-                        partitions: parts
-                            .into_iter()
-                            .map(|(tp, fetch_offset, epoch)| FetchedPartition {
-                                tp,
-                                fetch_offset,
-                                epoch,
-                                result: Err(Error::Closed),
-                            })
-                            .collect(),
-                        error: Some(e),
-                    },
+                    // Decoding and decompressing records is CPU work: off the async workers.
+                    Ok(resp) => {
+                        let keep = parts.clone();
+                        match tokio::task::spawn_blocking(move || {
+                            decode_fetch(resp, &parts, decompressed_max, read_committed)
+                        })
+                        .await
+                        {
+                            Ok(partitions) => FetchDone {
+                                node,
+                                partitions,
+                                error: None,
+                            },
+                            Err(e) => failed(keep, Error::Protocol(format!("decode task: {e}"))),
+                        }
+                    }
+                    Err(e) => failed(parts, e),
                 };
                 let _ = tx.send(done);
             });

@@ -730,38 +730,46 @@ async fn sender_loop(s: Arc<Shared>) {
             producer_id = init_producer_id(&s).await;
             initialized = true;
         }
-        let mut by_node: HashMap<i32, Vec<ReadyBatch>> = HashMap::new();
+        let mut live = Vec::with_capacity(batches.len());
         for mut b in batches {
             if b.created.elapsed() >= Duration::from_millis(s.config.delivery_timeout_ms) {
                 s.finish(b, Err(Error::Timeout(s.config.delivery_timeout_ms)));
                 continue;
             }
-            let payload = std::mem::replace(&mut b.payload, Payload::Built(Bytes::new()));
-            match payload {
-                Payload::Built(data) => b.payload = Payload::Built(data),
-                Payload::Open(mut builder) => {
-                    if let Some((pid, epoch)) = producer_id {
-                        let mut acc = s.acc();
-                        let next = acc
-                            .next_sequence
-                            .entry((b.topic.clone(), b.partition))
-                            .or_insert(0);
-                        let seq = *next;
-                        // Sequences wrap at i32::MAX, as in Kafka.
-                        *next = ((i64::from(seq) + b.waiters.len() as i64)
-                            % (i64::from(i32::MAX) + 1)) as i32;
-                        drop(acc);
-                        builder = builder.producer(pid, epoch, seq);
-                        b.base_sequence = Some(seq);
-                    }
-                    match builder.build() {
-                        Ok(data) => b.payload = Payload::Built(data),
-                        Err(e) => {
-                            s.finish(b, Err(Error::Record(e)));
-                            continue;
-                        }
-                    }
+            if let (Payload::Open(builder), Some((pid, epoch))) = (&mut b.payload, producer_id) {
+                let mut acc = s.acc();
+                let next = acc
+                    .next_sequence
+                    .entry((b.topic.clone(), b.partition))
+                    .or_insert(0);
+                let seq = *next;
+                // Sequences wrap at i32::MAX, as in Kafka.
+                *next =
+                    ((i64::from(seq) + b.waiters.len() as i64) % (i64::from(i32::MAX) + 1)) as i32;
+                drop(acc);
+                let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
+                *builder = open.producer(pid, epoch, seq);
+                b.base_sequence = Some(seq);
+            }
+            live.push(b);
+        }
+        // Compressing is CPU work: keep it off the async workers.
+        let built = if s.config.compression == Compression::None {
+            build_all(live)
+        } else {
+            match tokio::task::spawn_blocking(move || build_all(live)).await {
+                Ok(built) => built,
+                Err(e) => {
+                    tracing::error!(error = %e, "batch compression task failed");
+                    continue;
                 }
+            }
+        };
+        let mut by_node: HashMap<i32, Vec<ReadyBatch>> = HashMap::new();
+        for (b, err) in built {
+            if let Some(e) = err {
+                s.finish(b, Err(Error::Record(e)));
+                continue;
             }
             match s
                 .client
@@ -779,6 +787,26 @@ async fn sender_loop(s: Arc<Shared>) {
             send_to_node(&s, node, batches).await;
         }
     }
+}
+
+/// Encodes (and compresses) every batch still open; a failure is returned with its batch.
+fn build_all(batches: Vec<ReadyBatch>) -> Vec<(ReadyBatch, Option<record::RecordError>)> {
+    batches
+        .into_iter()
+        .map(|mut b| {
+            let err = match &b.payload {
+                Payload::Open(builder) => match builder.build() {
+                    Ok(data) => {
+                        b.payload = Payload::Built(data);
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
+                Payload::Built(_) => None,
+            };
+            (b, err)
+        })
+        .collect()
 }
 
 fn produce_request(config: &ProducerConfig, batches: &[ReadyBatch]) -> ProduceRequest {

@@ -321,6 +321,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted at once",
     ),
     broker(
+        "fetch.max.bytes",
+        "57671680",
+        ConfigType::Int,
+        "largest Fetch response the broker builds",
+    ),
+    broker(
         "queued.max.requests",
         "500",
         ConfigType::Int,
@@ -755,6 +761,7 @@ mod tests {
         let b = BrokerConfig::default();
         assert_eq!(b.listen, "127.0.0.1:9092");
         assert_eq!(b.socket_request_max_bytes, 100 * 1024 * 1024);
+        assert_eq!(b.fetch_max_bytes, 55 * 1024 * 1024);
     }
 
     #[test]

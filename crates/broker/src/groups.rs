@@ -216,10 +216,16 @@ impl Groups {
             self.persist_and_route(state, out);
         }
         self.wake.notify_one();
+        let cancel = state.cancel.clone();
         Reply::Later(Box::pin(async move {
-            match rx.await {
+            // A delayed JoinGroup can wait for a whole rebalance; shutdown must not wait for it.
+            let resp = tokio::select! {
+                r = rx => r,
+                _ = cancel.cancelled() => return None,
+            };
+            match resp {
                 Ok(resp) => ctx.encode(resp),
-                // Dropped: the records could not be persisted, or the broker is stopping.
+                // Dropped: the records could not be persisted.
                 Err(_) => None,
             }
         }))

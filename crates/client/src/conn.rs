@@ -210,6 +210,25 @@ impl Connection {
             .acquire_owned()
             .await
             .map_err(|_| Error::Closed)?;
+        self.start_with(permit, req, version)
+    }
+
+    /// Like `start`, but never waits: `Ok(None)` when every in-flight slot is taken.
+    pub fn try_start<R: Rpc>(&self, req: &R) -> Result<Option<PendingResponse<R>>, Error> {
+        let version = self.version::<R>()?;
+        match self.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => self.start_with(permit, req, version).map(Some),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Ok(None),
+            Err(tokio::sync::TryAcquireError::Closed) => Err(Error::Closed),
+        }
+    }
+
+    fn start_with<R: Rpc>(
+        &self,
+        permit: OwnedSemaphorePermit,
+        req: &R,
+        version: i16,
+    ) -> Result<PendingResponse<R>, Error> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let frame = encode_request(req, version, id, &self.config.client_id)?;
         let (wtx, rx) = oneshot::channel();

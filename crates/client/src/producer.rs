@@ -652,6 +652,13 @@ impl Shared {
             .min(self.config.retry_backoff_max_ms.max(1));
         batch.not_before = Some(Instant::now() + Duration::from_millis(backoff));
         tracing::debug!(topic = %batch.topic, partition = batch.partition, attempt = batch.attempts, error = %err, "retrying batch");
+        self.insert_ready(batch);
+        self.wake.notify_one();
+    }
+
+    /// Puts a batch back into its partition's ready queue: sequenced batches in sequence
+    /// order, others at the head (they were the head when drained).
+    fn insert_ready(&self, batch: ReadyBatch) {
         let mut acc = self.acc();
         let ready = &mut acc
             .parts
@@ -668,7 +675,6 @@ impl Shared {
         };
         ready.insert(at, batch);
         drop(acc);
-        self.wake.notify_one();
     }
 }
 
@@ -783,8 +789,23 @@ async fn sender_loop(s: Arc<Shared>) {
                 }
             }
         }
+        let mut sent_any = false;
+        let mut waiting = false;
         for (node, batches) in by_node {
-            send_to_node(&s, node, batches).await;
+            match send_to_node(&s, node, batches).await {
+                None => sent_any = true,
+                Some(back) => {
+                    waiting = true;
+                    for b in back {
+                        s.insert_ready(b);
+                    }
+                }
+            }
+        }
+        if waiting && !sent_any {
+            // Every target broker is at its in-flight limit: wait for a response (which
+            // wakes us) instead of spinning; the timeout is a safety net.
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.wake.notified()).await;
         }
     }
 }
@@ -834,7 +855,14 @@ fn produce_request(config: &ProducerConfig, batches: &[ReadyBatch]) -> ProduceRe
         .with_topic_data(topics)
 }
 
-async fn send_to_node(s: &Arc<Shared>, node: i32, batches: Vec<ReadyBatch>) {
+/// Sends one Produce request to `node`. Returns the batches untouched when the broker's
+/// in-flight slots are all taken, so a slow broker never holds up the others (the caller puts
+/// them back and waits for a response to free a slot).
+async fn send_to_node(
+    s: &Arc<Shared>,
+    node: i32,
+    batches: Vec<ReadyBatch>,
+) -> Option<Vec<ReadyBatch>> {
     let conn = match s.client.conn_node(node).await {
         Ok(c) => c,
         Err(e) => {
@@ -848,7 +876,7 @@ async fn send_to_node(s: &Arc<Shared>, node: i32, batches: Vec<ReadyBatch>) {
                     },
                 );
             }
-            return;
+            return None;
         }
     };
     let req = produce_request(&s.config, &batches);
@@ -866,13 +894,19 @@ async fn send_to_node(s: &Arc<Shared>, node: i32, batches: Vec<ReadyBatch>) {
                 ),
             }
         }
-        return;
+        return None;
     }
-    // Waiting for an in-flight slot here keeps requests to one broker in send order.
-    match conn.start(&req).await {
-        Ok(pending) => {
+    // Requests to one broker leave in the order they are started here.
+    match conn.try_start(&req) {
+        Ok(None) => Some(batches),
+        Ok(Some(pending)) => {
             let s = s.clone();
-            tokio::spawn(async move { complete(s, pending, batches).await });
+            tokio::spawn(async move {
+                complete(&s, pending, batches).await;
+                // A slot is free again: let the sender look at waiting batches.
+                s.wake.notify_one();
+            });
+            None
         }
         Err(e) => {
             let reason = e.to_string();
@@ -887,15 +921,12 @@ async fn send_to_node(s: &Arc<Shared>, node: i32, batches: Vec<ReadyBatch>) {
                 };
                 s.requeue(b, err);
             }
+            None
         }
     }
 }
 
-async fn complete(
-    s: Arc<Shared>,
-    pending: PendingResponse<ProduceRequest>,
-    batches: Vec<ReadyBatch>,
-) {
+async fn complete(s: &Shared, pending: PendingResponse<ProduceRequest>, batches: Vec<ReadyBatch>) {
     let resp: ProduceResponse = match pending.wait().await {
         Ok(r) => r,
         Err(e) => {

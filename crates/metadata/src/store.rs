@@ -162,6 +162,14 @@ impl MetadataStore {
         let image = self.image();
         model::ids::validate_topic_name(&topic.name)
             .map_err(|m| ControllerError::new(ErrorCode::InvalidTopicException, m))?;
+        // The metadata log lives in `<data>/__cluster_metadata-0`, as in KRaft: a topic of
+        // that name would share its directory.
+        if topic.name == "__cluster_metadata" {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidTopicException,
+                "__cluster_metadata is reserved for the cluster metadata log",
+            ));
+        }
         if image.topics.contains_key(topic.name.as_str()) {
             return Err(ControllerError::new(
                 ErrorCode::TopicAlreadyExists,

@@ -111,6 +111,9 @@ pub struct ClusterInfo {
     pub controller_id: i32,
     pub brokers: BTreeMap<i32, BrokerInfo>,
     pub topics: BTreeMap<String, TopicInfo>,
+    /// Topics the broker answered with an error for (e.g. UNKNOWN_TOPIC_OR_PARTITION, or
+    /// LEADER_NOT_AVAILABLE while a topic is being created).
+    pub topic_errors: BTreeMap<String, model::ErrorCode>,
 }
 
 #[derive(Default)]
@@ -372,6 +375,7 @@ impl Client {
             })
             .collect();
         let mut topics = BTreeMap::new();
+        let mut topic_errors = BTreeMap::new();
         for t in &resp.topics {
             let Some(name) = t.name.as_ref().map(|n| str_of(&n.0)) else {
                 continue;
@@ -379,6 +383,7 @@ impl Client {
             let code = model::ErrorCode::from_code(t.error_code);
             if !code.is_ok() {
                 // Keep no entry: callers see the topic as missing and may retry.
+                topic_errors.insert(name, code);
                 continue;
             }
             let mut partitions: Vec<PartitionInfo> = t
@@ -422,6 +427,7 @@ impl Client {
             controller_id: s.controller_id,
             brokers,
             topics,
+            topic_errors,
         }
     }
 
@@ -442,16 +448,23 @@ impl Client {
         let deadline = Instant::now() + Duration::from_millis(self.inner.config.request_timeout_ms);
         let names = [topic.to_owned()];
         loop {
-            self.refresh_metadata(Some(&names), auto_create).await?;
+            let info = self.refresh_metadata(Some(&names), auto_create).await?;
             let found = self.state().topics.get(topic).map(|(t, _)| t.clone());
+            let error = info.topic_errors.get(topic).copied();
             match found {
                 Some(t) if t.partitions.iter().all(|p| p.leader >= 0) => return Ok(t),
                 Some(t) if Instant::now() >= deadline => return Ok(t),
-                None if !auto_create || Instant::now() >= deadline => {
-                    return Err(Error::broker(
-                        model::ErrorCode::UnknownTopicOrPartition,
-                        Some(format!("topic {topic}")),
-                    ))
+                None => {
+                    let code = error.unwrap_or(model::ErrorCode::UnknownTopicOrPartition);
+                    // Only a topic being created (LEADER_NOT_AVAILABLE and the like) is worth
+                    // waiting for; UNKNOWN_TOPIC_OR_PARTITION although creation was asked for
+                    // means the broker won't create it.
+                    let wait = auto_create
+                        && code.is_retriable()
+                        && code != model::ErrorCode::UnknownTopicOrPartition;
+                    if !wait || Instant::now() >= deadline {
+                        return Err(Error::broker(code, Some(format!("topic {topic}"))));
+                    }
                 }
                 _ => {}
             }

@@ -364,3 +364,20 @@ fn group_consume_commits_on_sigterm() {
         "left the group: {d}"
     );
 }
+
+/// Producing to a missing topic on a broker that won't auto-create fails at once with
+/// UNKNOWN_TOPIC_OR_PARTITION instead of waiting out the request timeout.
+#[test]
+fn produce_to_missing_topic_fails_fast_without_auto_create() {
+    let server = Server::start(&["auto.create.topics.enable=false"]);
+    let started = std::time::Instant::now();
+    let out = server.cli(&["produce", "nope"], "x\n");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("UNKNOWN_TOPIC_OR_PARTITION"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}

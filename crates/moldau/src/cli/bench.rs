@@ -151,6 +151,7 @@ fn spawn_progress(
     if interval <= 0.0 {
         return None;
     }
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs_f64(interval));
         tick.tick().await;
@@ -163,7 +164,7 @@ fn spawn_progress(
                 Instant::now(),
             );
             let dt = now.duration_since(last_t).as_secs_f64().max(1e-9);
-            eprintln!(
+            let line = format!(
                 "{:7.1}s {label}: {r} records, {:.0} rec/s, {:.1} MB/s, p50 {:.2} ms, p99 {:.2} ms, errors {}",
                 now.duration_since(start).as_secs_f64(),
                 (r - last_records) as f64 / dt,
@@ -172,12 +173,21 @@ fn spawn_progress(
                 stats.percentile_ms(0.99),
                 stats.errors.load(Ordering::Relaxed),
             );
+            // On a terminal the line updates in place; in a log each second gets a line.
+            if tty {
+                eprint!("\r{line}\x1b[K");
+            } else {
+                eprintln!("{line}");
+            }
             (last_records, last_bytes, last_t) = (r, b, now);
         }
     }))
 }
 
 fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> anyhow::Result<()> {
+    if args.progress_interval > 0.0 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(); // end the in-place progress line
+    }
     let secs = elapsed.as_secs_f64().max(1e-9);
     let records = stats.records.load(Ordering::Relaxed);
     let bytes = stats.bytes.load(Ordering::Relaxed);

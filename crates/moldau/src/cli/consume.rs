@@ -17,7 +17,8 @@ use super::Common;
 #[derive(clap::Args, Debug)]
 pub struct ConsumeArgs {
     pub topic: String,
-    /// Start at the beginning of each partition (default: only new records).
+    /// Start at the beginning of each partition (default: only new records). With --group,
+    /// this applies only where the group has no committed offset yet.
     #[arg(long, conflicts_with_all = ["offset", "timestamp"])]
     pub from_beginning: bool,
     /// Start at this offset in each partition; `start`, `end`, and -N (N before the end)

@@ -620,6 +620,31 @@ mod tests {
         ok
     }
 
+    /// Every single-byte mutation (to 0x00, 0x7f, 0x80, 0xff) of `value`'s encoding at every
+    /// version: the guard either rejects it or `kafka-protocol` decodes it to a `Result`; a
+    /// claimed length that slipped past the guard would abort this test on allocation.
+    fn mutate_all<R: Rpc>(value: &R::Response) -> usize {
+        use protocol::Decode;
+        let mut decoded = 0;
+        for v in R::MIN..=R::MAX {
+            let mut buf = BytesMut::new();
+            if value.encode(&mut buf, v).is_err() {
+                continue;
+            }
+            for i in 0..buf.len() {
+                for b in [0x00, 0x7f, 0x80, 0xff] {
+                    let mut m = buf.clone();
+                    m[i] = b;
+                    if check_response(R::KEY, v, &m).is_ok() {
+                        let _ = R::Response::decode(&mut m.freeze(), v);
+                        decoded += 1;
+                    }
+                }
+            }
+        }
+        decoded
+    }
+
     macro_rules! defaults {
         ($($req:ty),* $(,)?) => {$(
             assert!(check_all::<$req>(&Default::default()) > 0, stringify!($req));
@@ -792,6 +817,44 @@ mod tests {
             .with_cluster_id(st("c"))
             .with_brokers(vec![DescribeClusterBroker::default().with_host(st("h"))]);
         assert!(check_all::<DescribeClusterRequest>(&cl) >= 1);
+    }
+
+    #[test]
+    fn mutated_responses_are_rejected_or_decoded_never_fatal() {
+        use metadata_response::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let md = MetadataResponse::default()
+            .with_brokers(vec![MetadataResponseBroker::default().with_host(st("h"))])
+            .with_topics(vec![MetadataResponseTopic::default()
+                .with_name(Some(TopicName(st("t"))))
+                .with_partitions(vec![
+                    MetadataResponsePartition::default().with_replica_nodes(vec![BrokerId(1)])
+                ])]);
+        assert!(mutate_all::<MetadataRequest>(&md) > 0);
+        use fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+        let fetch =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(st("t")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_aborted_transactions(Some(vec![AbortedTransaction::default()]))
+                    .with_records(Some(Bytes::from_static(b"rec")))])]);
+        assert!(mutate_all::<FetchRequest>(&fetch) > 0);
+        use api_versions_response::{ApiVersion, SupportedFeatureKey};
+        let av = ApiVersionsResponse::default()
+            .with_api_keys(vec![ApiVersion::default()])
+            .with_supported_features(vec![SupportedFeatureKey::default().with_name(st("f"))]);
+        assert!(mutate_all::<ApiVersionsRequest>(&av) > 0);
+        use describe_groups_response::{DescribedGroup, DescribedGroupMember};
+        let dg = DescribeGroupsResponse::default().with_groups(vec![
+            DescribedGroup::default().with_members(vec![DescribedGroupMember::default()])
+        ]);
+        assert!(mutate_all::<DescribeGroupsRequest>(&dg) > 0);
+        use produce_response::{PartitionProduceResponse, TopicProduceResponse};
+        let produce = ProduceResponse::default()
+            .with_responses(vec![TopicProduceResponse::default()
+                .with_partition_responses(vec![PartitionProduceResponse::default()])]);
+        assert!(mutate_all::<ProduceRequest>(&produce) > 0);
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct ConsumerConfig {
     pub max_poll_records: usize,
     /// Bytes of decoded-but-unreturned records after which fetching pauses.
     pub fetch_buffer_bytes_max: usize,
+    /// Largest decompressed size of one record batch; a batch inflating beyond it (a
+    /// "zip bomb") fails the fetch instead of exhausting memory.
+    pub batch_decompressed_bytes_max: usize,
     /// 0 = read_uncommitted, 1 = read_committed (`isolation.level`).
     pub isolation_level: i8,
     pub enable_auto_commit: bool,
@@ -78,6 +81,7 @@ impl Default for ConsumerConfig {
             max_partition_fetch_bytes: 1024 * 1024,
             max_poll_records: 500,
             fetch_buffer_bytes_max: 64 * 1024 * 1024,
+            batch_decompressed_bytes_max: 256 * 1024 * 1024,
             isolation_level: 0,
             enable_auto_commit: true,
             auto_commit_interval_ms: 5_000,
@@ -582,7 +586,7 @@ impl Consumer {
             }
             self.in_flight_nodes.insert(node);
             let tx = self.tx.clone();
-            let decompressed_max = (self.config.fetch_max_bytes.max(1) as usize).saturating_mul(16);
+            let decompressed_max = self.config.batch_decompressed_bytes_max;
             let read_committed = self.config.isolation_level == 1;
             tokio::spawn(async move {
                 let failed = |parts: Vec<(TopicPartition, i64, u64)>, e: Error| FetchDone {

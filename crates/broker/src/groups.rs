@@ -311,6 +311,16 @@ impl Groups {
         });
     }
 
+    /// Drops committed offsets of deleted topics (tombstones in `__consumer_offsets`).
+    pub fn topics_deleted(self: &Arc<Self>, state: &Arc<BrokerState>, topics: &[&str]) {
+        if !self.loaded.load(Ordering::Acquire) || topics.is_empty() {
+            return;
+        }
+        let mut c = self.lock();
+        let out = c.delete_topic_offsets(topics);
+        self.persist_and_route(state, out);
+    }
+
     /// Drives the coordinator's timers (session expiry, rebalance completion, offset
     /// retention) until the broker stops.
     pub async fn run_timers(self: Arc<Self>, state: Arc<BrokerState>) {

@@ -168,7 +168,7 @@ pub fn delete_topics(
             .collect()
     };
     let mut responses = Vec::with_capacity(targets.len());
-    let mut deleted_any = false;
+    let mut deleted: Vec<String> = Vec::new();
     for (name, id) in targets {
         let name = name.or_else(|| image.topic_by_id(from_uuid(id)).map(|t| t.name.to_string()));
         let mut r =
@@ -189,7 +189,7 @@ pub fn delete_topics(
         };
         match result {
             Ok(topic) => {
-                deleted_any = true;
+                deleted.push(topic.name.to_string());
                 if version >= 6 {
                     r = r.with_topic_id(to_uuid(topic.id));
                 }
@@ -204,8 +204,10 @@ pub fn delete_topics(
         }
         responses.push(r);
     }
-    if deleted_any {
+    if !deleted.is_empty() {
         state.reconcile_or_log();
+        let names: Vec<&str> = deleted.iter().map(String::as_str).collect();
+        state.groups.topics_deleted(state, &names);
     }
     DeleteTopicsResponse::default().with_responses(responses)
 }

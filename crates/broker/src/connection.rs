@@ -76,12 +76,19 @@ async fn serve(
     let (tx, rx) = mpsc::channel::<Reply>(state.config.queued_max_requests.max(1) as usize);
     let writer = tasks.spawn(write_replies(write_half, rx));
     let mut frames = FrameReader::new(state.config.socket_request_max_bytes.max(0) as usize);
+    let idle = std::time::Duration::from_millis(state.config.connections_max_idle_ms.max(1) as u64);
     loop {
-        // FrameReader::next keeps partial frames in its own buffer, so dropping it on
-        // cancellation loses nothing that matters: we close anyway.
+        // FrameReader::next keeps partial frames in its own buffer, so dropping it (on
+        // cancellation or the idle timeout) loses nothing that matters: we close anyway.
         let frame = tokio::select! {
             _ = cancel.cancelled() => break,
-            f = frames.next(&mut read_half) => f,
+            f = tokio::time::timeout(idle, frames.next(&mut read_half)) => match f {
+                Ok(f) => f,
+                Err(_) => {
+                    tracing::debug!("closing idle connection");
+                    break;
+                }
+            },
         };
         let frame = match frame {
             Ok(Some(f)) => f,

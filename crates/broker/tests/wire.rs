@@ -280,3 +280,27 @@ async fn hostile_input_closes_only_the_offender() {
     assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = BTreeMap::new();
+    props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
+    props.insert("log.dirs".to_string(), dir.path().display().to_string());
+    props.insert("connections.max.idle.ms".to_string(), "200".to_string());
+    let b = Broker::start(BrokerConfig::from_props(props).unwrap())
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
+    let _: protocol::messages::ApiVersionsResponse = call(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    // No further request: the broker hangs up (read returns EOF well within the deadline).
+    assert!(closed(&mut s).await);
+    still_serving(b.local_addr()).await;
+    b.shutdown().await;
+}

@@ -321,6 +321,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted at once",
     ),
     broker(
+        "connections.max.idle.ms",
+        "600000",
+        ConfigType::Long,
+        "close connections idle (no request) this long",
+    ),
+    broker(
         "fetch.max.bytes",
         "57671680",
         ConfigType::Int,
@@ -628,6 +634,8 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: i32,
     pub max_connections: i32,
+    /// `connections.max.idle.ms`: a connection with no request for this long is closed.
+    pub connections_max_idle_ms: i64,
     /// `fetch.max.bytes`: caps every Fetch response.
     pub fetch_max_bytes: usize,
     pub queued_max_requests: i32,
@@ -707,6 +715,7 @@ impl BrokerConfig {
             socket_request_max_bytes: int("socket.request.max.bytes", 1024)?,
             max_connections: int("max.connections", 1)?,
             fetch_max_bytes: int("fetch.max.bytes", 1024)? as usize,
+            connections_max_idle_ms: long("connections.max.idle.ms", 1)?,
             queued_max_requests: int("queued.max.requests", 1)?,
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,

@@ -79,6 +79,11 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
                         break;
                     }
                     version_rx.borrow_and_update();
+                    // Any append anywhere wakes every waiting fetch; re-reading is only worth
+                    // it when one of this fetch's partitions has data past its offset.
+                    if !has_new_data(&state, &plan) {
+                        continue;
+                    }
                     let (_, bytes, errors) = read(&state, &plan);
                     if bytes >= plan.min_bytes.max(1) || errors {
                         break;
@@ -89,6 +94,33 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
         let (resp, _, _) = read(&state, &plan);
         ctx.encode(ResponseKind::Fetch(resp))
     }))
+}
+
+/// Whether a requested partition's visible end moved past the fetch offset (or the partition
+/// changed under the fetch), i.e. whether a new read could return something.
+fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
+    let image = state.image();
+    plan.topics.iter().any(|tp| {
+        let name = if plan.version >= 13 {
+            image.topic_by_id(from_uuid(tp.id)).map(|t| t.name.clone())
+        } else {
+            Some(tp.name.0.to_string().into())
+        };
+        let Some(name) = name else { return true };
+        tp.partitions
+            .iter()
+            .any(|pp| match state.replicas.get(&name, pp.index) {
+                Some(p) => {
+                    let end = if plan.read_committed {
+                        p.last_stable_offset()
+                    } else {
+                        p.high_watermark()
+                    };
+                    end > pp.fetch_offset || p.log.log_start_offset() > pp.fetch_offset
+                }
+                None => true,
+            })
+    })
 }
 
 /// One pass over the requested partitions: the response, its record bytes, and whether any

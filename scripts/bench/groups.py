@@ -171,7 +171,7 @@ def bench_commits(bootstrap, partitions, members, seconds):
     assigned = [[] for _ in range(members)]
     latencies = [[] for _ in range(members)]
     errors = [0] * members
-    ready = threading.Barrier(members + 1)
+    kinds = {}
     go = threading.Event()
     stop_at = [0.0]
 
@@ -181,15 +181,13 @@ def bench_commits(bootstrap, partitions, members, seconds):
         def on_assign(_c, ps):
             assigned[i] = [p.partition for p in ps]
 
-        c.subscribe([topic], on_assign=on_assign)
-        deadline = time.monotonic() + 60
-        # Stable: every partition assigned somewhere (keep polling so the group completes).
-        while sum(len(a) for a in assigned) != partitions or not assigned[i]:
+        def on_revoke(_c, ps):
+            assigned[i] = []
+
+        c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        # Keep serving the group (rebalance callbacks) until the main thread says go.
+        while not go.is_set():
             c.poll(0.05)
-            if time.monotonic() > deadline:
-                break
-        ready.wait()
-        go.wait()
         off = 0
         mine = assigned[i]
         while time.monotonic() < stop_at[0]:
@@ -198,16 +196,26 @@ def bench_commits(bootstrap, partitions, members, seconds):
             try:
                 c.commit(offsets=[TopicPartition(topic, p, off) for p in mine], asynchronous=False)
                 latencies[i].append(time.perf_counter() - t)
-            except Exception:  # noqa: BLE001 - counted, reported
+            except Exception as e:  # noqa: BLE001 - counted, reported
                 errors[i] += 1
+                kinds[str(e)[:120]] = kinds.get(str(e)[:120], 0) + 1
+                time.sleep(0.01)
             c.poll(0)
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(members)]
     for t in threads:
         t.start()
-    ready.wait(90)
-    if sum(len(a) for a in assigned) != partitions:
-        raise SystemExit(f"commit group did not stabilise: {assigned}")
+    deadline = time.monotonic() + 90
+    stable_since = None
+    while True:
+        ok = sum(len(a) for a in assigned) == partitions and all(assigned[:min(members, partitions)])
+        now = time.monotonic()
+        stable_since = (stable_since or now) if ok else None
+        if stable_since and now - stable_since > 1.0:
+            break
+        if now > deadline:
+            raise SystemExit(f"commit group did not stabilise: {assigned}")
+        time.sleep(0.05)
     stop_at[0] = time.monotonic() + seconds
     t0 = time.monotonic()
     go.set()
@@ -222,7 +230,7 @@ def bench_commits(bootstrap, partitions, members, seconds):
     all_lat = [x for l in latencies for x in l]
     return {"commits": len(all_lat), "elapsed": elapsed, "rate": len(all_lat) / elapsed,
             "p50": pct(all_lat, 0.5), "p99": pct(all_lat, 0.99), "max": max(all_lat, default=float("nan")),
-            "errors": sum(errors), "per_member": [len(l) for l in latencies]}
+            "errors": sum(errors), "error_kinds": kinds, "per_member": [len(l) for l in latencies]}
 
 
 def main():
@@ -232,6 +240,7 @@ def main():
     ap.add_argument("--partitions", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", choices=["joins", "commits"], help="run one part only")
     args = ap.parse_args()
     command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
     if os.environ.get("MOLDAU_BIN") and not args.brokers:
@@ -240,39 +249,53 @@ def main():
     join_rows = []
     commit = None
     if args.brokers:
-        for n, samples in bench_joins(args.brokers, args.partitions, args.members, args.repeat):
-            join_rows.append(("broker's own", n, samples))
-        commit = bench_commits(args.brokers, args.partitions, args.members, args.seconds)
+        if args.only != "commits":
+            for n, samples in bench_joins(args.brokers, args.partitions, args.members, args.repeat):
+                join_rows.append(("broker's own", n, samples))
+        if args.only != "joins":
+            commit = bench_commits(args.brokers, args.partitions, args.members, args.seconds)
     else:
         binary = os.environ.get("MOLDAU_BIN") or "target/release/moldau"
-        for delay in (0, 3000):
+        for delay in ((0,) if args.only == "commits" else (0, 3000)):
             srv = Server(binary, {"group.initial.rebalance.delay.ms": delay})
             try:
                 repeat = args.repeat if delay == 0 else max(1, min(args.repeat, 2))
-                for n, samples in bench_joins(srv.bootstrap, args.partitions, args.members, repeat):
-                    join_rows.append((delay, n, samples))
-                if delay == 0:
+                if args.only != "commits":
+                    for n, samples in bench_joins(srv.bootstrap, args.partitions, args.members, repeat):
+                        join_rows.append((delay, n, samples))
+                if delay == 0 and args.only != "joins":
                     commit = bench_commits(srv.bootstrap, args.partitions, args.members, args.seconds)
             finally:
                 srv.stop()
 
     print()
+    if join_rows:
+        print_joins(join_rows)
+    if commit:
+        print_commits(commit, args)
+    print(f"command: {command}")
+
+
+def print_joins(join_rows):
     print("(a) join latency: subscribe() -> every member has its assignment (group Stable), confluent-kafka")
     print(f"| initial.rebalance.delay.ms | members | runs | median ms | min ms | max ms |")
     print(f"|---|---|---|---|---|---|")
     for delay, n, s in join_rows:
         print(f"| {delay} | {n} | {len(s)} | {statistics.median(s) * 1000:.0f} | {min(s) * 1000:.0f} | {max(s) * 1000:.0f} |")
     print()
+
+
+def print_commits(c, args):
     print(f"(b) synchronous OffsetCommit, {args.members} members x 1 thread, {args.partitions} partitions, "
           f"{args.seconds:g} s")
     print("| commits | commits/s | p50 ms | p99 ms | max ms | errors |")
     print("|---|---|---|---|---|---|")
-    c = commit
     print(f"| {c['commits']} | {c['rate']:.0f} | {c['p50'] * 1000:.2f} | {c['p99'] * 1000:.2f} | "
           f"{c['max'] * 1000:.2f} | {c['errors']} |")
-    print(f"per member: {c['per_member']}")
+    print(f"commits per member: {c['per_member']}")
+    if c["error_kinds"]:
+        print(f"errors: {c['error_kinds']}")
     print()
-    print(f"command: {command}")
 
 
 if __name__ == "__main__":

@@ -73,15 +73,18 @@ def wait_until(pred, timeout: float = WAIT_S, what: str = "condition", interval:
 
 def kafka_python_stall_retry(test):
     """Runs a kafka-python group test a second time (fresh topic and group) when its members
-    never reached their assignment.
+    never reached their assignment, with a warning so it stays visible.
 
-    kafka-python 3.0.12 members intermittently stop right after a rebalance completes: the broker
-    answered JoinGroup/SyncGroup (its log shows the generation completing, and the client's debug
-    log shows the SyncGroup response received), then the member sends nothing more, its session
-    expires, and the survivors' poll() calls stay blocked in the client's IO layer (thread dumps:
-    caller blocked on the IO thread, IO thread idle in select()). Seen in ~1 of 10 groups of 2-3
-    kafka-python members, in one process or in separate processes; never with confluent-kafka,
-    aiokafka or kafkajs. The retry is reported as a warning so it stays visible.
+    kafka-python 3.0.12 bug (client-side; the broker's answers are correct): a member whose
+    rejoin was triggered by ConsumerCoordinator.need_rejoin()'s metadata check (assignment
+    snapshot != metadata snapshot, e.g. a leader that first assigned before it had the topic's
+    metadata, which group.initial.rebalance.delay.ms=0 makes likely) leaves its JoinGroup/SyncGroup
+    task in flight when poll(timeout_ms) returns early ("timeout in ensure_active_group"); the
+    leader's new assignment then makes the snapshots equal, so the next poll's need_rejoin() is
+    False, join_group_async never consumes the finished task, heartbeats stay disabled, the
+    assignment is never applied, and the broker expires the member's session (log: the generation
+    reaches Stable, then "member session expired"). KafkaPythonMember avoids it by fetching the
+    topics' metadata before subscribing and polling with a 1 s timeout; this retry is the backstop.
     """
 
     @functools.wraps(test)
@@ -203,7 +206,7 @@ class ConfluentMember(Member):
 
 
 KP_MEMBER_SCRIPT = r"""
-import json, sys, threading
+import json, os, sys, threading
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -213,6 +216,10 @@ ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionA
              "cooperative-sticky": CooperativeStickyAssignor}
 spec = json.loads(sys.argv[1])
 conf = spec["conf"]
+if os.environ.get("KP_MEMBER_LOG_DIR"):  # debugging aid: full kafka-python debug log per member
+    import logging
+    logging.basicConfig(filename=os.path.join(os.environ["KP_MEMBER_LOG_DIR"], conf["client_id"] + ".log"),
+                        level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s")
 if "partition_assignment_strategy" in conf:
     conf["partition_assignment_strategy"] = [ASSIGNORS[n] for n in conf["partition_assignment_strategy"]]
 lock = threading.Lock()
@@ -227,10 +234,14 @@ class L(ConsumerRebalanceListener):
 stop = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 c = KafkaConsumer(**conf)
+# Work around a kafka-python 3.0.12 bug (see kafka_python_stall_retry): know the topics' metadata
+# before joining, and poll with a timeout longer than a join round trip.
+for t in spec["topics"]:
+    c.partitions_for_topic(t)
 c.subscribe(spec["topics"], listener=L())
 emit({"ev": "ready"})
 while not stop.is_set():
-    for recs in c.poll(timeout_ms=100).values():
+    for recs in c.poll(timeout_ms=1000).values():
         for r in recs:
             emit({"ev": "msg", "t": r.topic, "p": r.partition, "o": r.offset, "v": r.value.hex()})
     if spec["commit_each"]:
@@ -241,10 +252,8 @@ emit({"ev": "closed"})
 
 
 class KafkaPythonMember(Member):
-    """A kafka-python member in its own process. kafka-python 3.0.12 sometimes hangs when two
-    KafkaConsumers run in one process (both poll() calls block in the client's IO layer with
-    nothing in flight; 1 of ~10 two-member groups; never seen with one instance per process),
-    so each member gets a process; events come back as JSON lines."""
+    """A kafka-python member in its own process (isolates each client's IO thread; a stalled
+    member cannot block the others); events come back as JSON lines."""
 
     def __init__(self, bootstrap, group, topics, name="kp", **conf):
         super().__init__(name)
@@ -457,9 +466,10 @@ else:
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=session, heartbeat_interval_ms=300,
                       fetch_max_wait_ms=100)
+    c.partitions_for_topic(topic)
     c.subscribe([topic], listener=L())
     while True:
-        c.poll(timeout_ms=100)
+        c.poll(timeout_ms=1000)
 """
 
 
@@ -525,13 +535,15 @@ def test_member_that_stops_polling_is_removed_after_max_poll_interval(gbroker):
     create_topic(gbroker.bootstrap, topic, 6)
     other = KafkaPythonMember(gbroker.bootstrap, group, [topic], name="other")
     other.start()
-    stalled = KafkaConsumer(topic, bootstrap_servers=gbroker.bootstrap, group_id=group,
+    stalled = KafkaConsumer(bootstrap_servers=gbroker.bootstrap, group_id=group,
                             auto_offset_reset="earliest", enable_auto_commit=False,
                             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                             max_poll_interval_ms=3000, fetch_max_wait_ms=100)
+    stalled.partitions_for_topic(topic)  # kafka-python workaround, see kafka_python_stall_retry
+    stalled.subscribe([topic])
     try:
         def balanced():
-            stalled.poll(timeout_ms=50)
+            stalled.poll(timeout_ms=500)
             return len(stalled.assignment()) == 3 and len(other.snapshot()) == 3
         wait_until(balanced, WAIT_S, "3+3 assignment", exc=AssignmentTimeout)
         # Stop polling: the heartbeat thread keeps the session alive but leaves after 3 s.
@@ -638,13 +650,15 @@ def _commit_first(client, bootstrap, group, topic, n):
         return [m.offset() for m in got]
     from kafka import KafkaConsumer, TopicPartition as KTP
     from kafka.structs import OffsetAndMetadata
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=SESSION_MS,
                       heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100, max_poll_records=n)
+    c.partitions_for_topic(topic)  # kafka-python workaround, see kafka_python_stall_retry
+    c.subscribe([topic])
     got = []
     deadline = time.monotonic() + WAIT_S
     while len(got) < n and time.monotonic() < deadline:
-        for recs in c.poll(timeout_ms=100, max_records=n - len(got)).values():
+        for recs in c.poll(timeout_ms=1000, max_records=n - len(got)).values():
             got.extend(recs)
     assert len(got) == n
     c.commit({KTP(topic, 0): OffsetAndMetadata(got[-1].offset + 1, "", -1)})
@@ -681,13 +695,15 @@ def _first_offset_after_join(client, bootstrap, group, topic):
                 await c.stop()
         return asyncio.run(asyncio.wait_for(go(), WAIT_S))
     from kafka import KafkaConsumer
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, session_timeout_ms=SESSION_MS,
                       heartbeat_interval_ms=HEARTBEAT_MS)
+    c.partitions_for_topic(topic)  # kafka-python workaround, see kafka_python_stall_retry
+    c.subscribe([topic])
     try:
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
-            for recs in c.poll(timeout_ms=100).values():
+            for recs in c.poll(timeout_ms=1000).values():
                 return recs[0].offset
         raise AssertionError("no record after rejoining")
     finally:

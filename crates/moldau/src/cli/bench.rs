@@ -4,7 +4,7 @@
 //!
 //! Latency is recorded in microseconds in an HDR histogram: produce = send to acknowledgement;
 //! consume = how long each `poll` that returned records waited (throughput counts from the
-//! first record, so a group join does not dilute it); e2e = from just before the
+//! first assignment, so a group join does not dilute it); e2e = from just before the
 //! record was handed to the producer to when a consumer received it (the send time travels in
 //! the first 8 bytes of the value). Progress goes to stderr once a second; the summary goes to
 //! stdout, and with `--json` it is exactly one JSON object on the last line.
@@ -91,8 +91,9 @@ struct Stats {
     errors: AtomicU64,
     first_error: Mutex<Option<String>>,
     latency_us: Mutex<Histogram<u64>>,
-    /// When the first record arrived (consume: the clock starts there, not at the join).
-    first_record: std::sync::OnceLock<Instant>,
+    /// When a consumer first had partitions (consume: the clock starts there, so a group
+    /// join does not dilute throughput).
+    first_assigned: std::sync::OnceLock<Instant>,
 }
 
 impl Stats {
@@ -105,7 +106,7 @@ impl Stats {
             latency_us: Mutex::new(
                 Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
             ),
-            first_record: std::sync::OnceLock::new(),
+            first_assigned: std::sync::OnceLock::new(),
         }))
     }
 
@@ -514,11 +515,13 @@ async fn consume(args: BenchArgs) -> anyhow::Result<()> {
                 {
                     break;
                 }
+                if !c.assignment().is_empty() {
+                    stats.first_assigned.get_or_init(Instant::now);
+                }
                 let t0 = Instant::now();
                 match c.poll(Duration::from_millis(200)).await {
                     Ok(rs) if !rs.is_empty() => {
                         let waited = t0.elapsed();
-                        stats.first_record.get_or_init(Instant::now);
                         let bytes: usize = rs
                             .iter()
                             .map(|r| r.value.as_ref().map_or(0, Bytes::len))
@@ -543,9 +546,14 @@ async fn consume(args: BenchArgs) -> anyhow::Result<()> {
     for t in tasks {
         t.await.context("consumer task")?;
     }
-    // Throughput counts from the first record, so joining a group (or finding positions)
-    // does not dilute it.
-    let elapsed = stats.first_record.get().copied().unwrap_or(start).elapsed();
+    // Throughput counts from when partitions were first assigned, so joining a group does
+    // not dilute it (with manual assignment that is the start).
+    let elapsed = stats
+        .first_assigned
+        .get()
+        .copied()
+        .unwrap_or(start)
+        .elapsed();
     stop.store(true, Ordering::Release);
     if let Some(p) = progress {
         p.abort();

@@ -163,8 +163,10 @@ impl Admin {
         &self.client
     }
 
+    /// The broker-side timeout: shorter than ours, so the broker's answer (even a timeout
+    /// error) arrives before the client gives up on the connection.
     fn timeout_ms(&self) -> i32 {
-        self.client.config().request_timeout_ms.min(i32::MAX as u64) as i32
+        crate::cluster::broker_timeout_ms(self.client.config().request_timeout_ms)
     }
 
     /// Creates one topic.

@@ -517,6 +517,12 @@ impl Client {
     }
 }
 
+/// The timeout a request asks the broker to observe (acks=all waits, admin operations):
+/// 80% of the client's, so the broker answers before the client closes the connection.
+pub(crate) fn broker_timeout_ms(request_timeout_ms: u64) -> i32 {
+    (request_timeout_ms.saturating_mul(4) / 5).min(i32::MAX as u64) as i32
+}
+
 /// Formats a 16-byte UUID the way Kafka prints topic ids (URL-safe base64, no padding).
 pub(crate) fn format_uuid(b: &[u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

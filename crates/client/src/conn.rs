@@ -80,6 +80,8 @@ pub(crate) struct PendingResponse<R: Rpc> {
     version: i16,
     timeout_ms: u64,
     addr: String,
+    /// The connection's shared state, to close it when this request times out.
+    pending: Arc<Mutex<Pending>>,
     _permit: OwnedSemaphorePermit,
     _marker: std::marker::PhantomData<fn() -> R>,
 }
@@ -94,7 +96,13 @@ impl<R: Rpc> PendingResponse<R> {
     /// the whole rebalance timeout).
     pub async fn wait_for(self, timeout_ms: u64) -> Result<R::Response, Error> {
         let frame = match tokio::time::timeout(Duration::from_millis(timeout_ms), self.rx).await {
-            Err(_) => return Err(Error::Timeout(timeout_ms)),
+            Err(_) => {
+                // Responses come in request order, so everything behind this one is stuck
+                // too: close the connection (as the Java client does); the next request
+                // opens a fresh one. This also drops the waiters of abandoned requests.
+                fail_all(&self.pending, &self.addr, "a request timed out");
+                return Err(Error::Timeout(timeout_ms));
+            }
             Ok(Err(_)) => {
                 return Err(Error::Disconnected {
                     addr: self.addr,
@@ -256,6 +264,7 @@ impl Connection {
             version,
             timeout_ms: self.config.request_timeout_ms,
             addr: self.addr.clone(),
+            pending: self.pending.clone(),
             _permit: permit,
             _marker: std::marker::PhantomData,
         })

@@ -851,7 +851,9 @@ fn produce_request(config: &ProducerConfig, batches: &[ReadyBatch]) -> ProduceRe
     }
     ProduceRequest::default()
         .with_acks(config.acks.as_i16())
-        .with_timeout_ms(config.client.request_timeout_ms.min(i32::MAX as u64) as i32)
+        .with_timeout_ms(crate::cluster::broker_timeout_ms(
+            config.client.request_timeout_ms,
+        ))
         .with_topic_data(topics)
 }
 

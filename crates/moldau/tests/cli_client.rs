@@ -643,3 +643,67 @@ async fn member_that_stops_polling_leaves_the_group() {
     fast.close().await.unwrap();
     drop(slow);
 }
+
+/// A broker that negotiates versions and then never answers: each request times out, the
+/// timed-out connection is closed, and the retry opens a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_request_closes_its_connection() {
+    use std::sync::atomic::AtomicUsize;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = connections.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::AcqRel);
+            tokio::spawn(async move {
+                loop {
+                    let mut len = [0u8; 4];
+                    if s.read_exact(&mut len).await.is_err() {
+                        return;
+                    }
+                    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+                    if s.read_exact(&mut frame).await.is_err() {
+                        return;
+                    }
+                    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+                    let version = i16::from_be_bytes([frame[2], frame[3]]);
+                    if api_key != 18 {
+                        continue; // never answer anything but ApiVersions
+                    }
+                    // ApiVersions response: header v0 (correlation id), then the body at the
+                    // request's version: error 0, api_keys [Metadata 1..=12], throttle 0.
+                    let mut body = frame[4..8].to_vec();
+                    body.extend_from_slice(&[0, 0]);
+                    if version >= 3 {
+                        body.push(2); // compact array of one
+                        body.extend_from_slice(&[0, 3, 0, 1, 0, 12, 0]);
+                        body.extend_from_slice(&[0, 0, 0, 0, 0]);
+                    } else {
+                        body.extend_from_slice(&[0, 0, 0, 1, 0, 3, 0, 1, 0, 12]);
+                        if version >= 1 {
+                            body.extend_from_slice(&[0, 0, 0, 0]);
+                        }
+                    }
+                    let mut out = (body.len() as u32).to_be_bytes().to_vec();
+                    out.extend_from_slice(&body);
+                    if s.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut cfg = client::ClientConfig::new(&addr);
+    cfg.request_timeout_ms = 300;
+    cfg.retry_backoff_ms = 10;
+    let err = client::Client::connect(cfg).await.unwrap_err();
+    assert!(matches!(err, client::Error::Timeout(_)), "{err:?}");
+    assert!(
+        connections.load(Ordering::Acquire) >= 2,
+        "the retry reused the stuck connection"
+    );
+    server.abort();
+}

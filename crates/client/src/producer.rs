@@ -487,8 +487,9 @@ impl Producer {
         Ok(())
     }
 
-    /// Sends everything queued so far at once (ignoring `linger_ms`) and waits until every
-    /// record enqueued before the call has completed.
+    /// Sends everything queued at once (ignoring `linger_ms`) and waits until no record is
+    /// outstanding: every record enqueued before the call has completed (records other tasks
+    /// keep enqueuing meanwhile are waited for too).
     pub async fn flush(&self) -> Result<()> {
         let s = &self.shared;
         s.flushing.fetch_add(1, Ordering::AcqRel);

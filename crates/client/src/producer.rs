@@ -250,6 +250,8 @@ struct ReadyBatch {
     not_before: Option<Instant>,
     /// Set when built by an idempotent producer.
     base_sequence: Option<i32>,
+    /// The producer id it was built with (idempotent producer).
+    producer_id: Option<i64>,
 }
 
 #[derive(Default)]
@@ -277,6 +279,10 @@ struct Shared {
     idle: Notify,
     flushing: AtomicUsize,
     closed: AtomicBool,
+    /// Set when the producer id must be replaced (see `finish`).
+    new_producer_id: AtomicBool,
+    /// The producer id batches are currently built with (-1: none).
+    current_producer_id: std::sync::atomic::AtomicI64,
 }
 
 /// An async Kafka producer.
@@ -340,6 +346,8 @@ impl Producer {
             idle: Notify::new(),
             flushing: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            new_producer_id: AtomicBool::new(false),
+            current_producer_id: std::sync::atomic::AtomicI64::new(-1),
         });
         let sender = tokio::spawn(sender_loop(shared.clone()));
         Ok(Producer {
@@ -538,6 +546,7 @@ fn close_batch(topic: Arc<str>, partition: i32, b: OpenBatch) -> ReadyBatch {
         created: b.created,
         not_before: None,
         base_sequence: None,
+        producer_id: None,
     }
 }
 
@@ -571,14 +580,19 @@ impl Shared {
                 }
             }
             Err(e) => {
+                // A sequenced batch that will never be written leaves a gap the broker won't
+                // accept later sequences across: start over with a new producer id (the Java
+                // client bumps the epoch instead).
+                if batch.base_sequence.is_some() && !e.is_retriable() {
+                    self.new_producer_id.store(true, Ordering::Release);
+                }
                 let msg = e.to_string();
-                let code = e.code();
                 let retriable = e.is_retriable();
                 for w in batch.waiters {
-                    let err = match code {
-                        Some(c) => Error::broker(c, Some(msg.clone())),
-                        None if retriable => Error::Timeout(self.config.delivery_timeout_ms),
-                        None => Error::Protocol(msg.clone()),
+                    let err = match &e {
+                        Error::Broker { code, message } => Error::broker(*code, message.clone()),
+                        _ if retriable => Error::Timeout(self.config.delivery_timeout_ms),
+                        _ => Error::Protocol(msg.clone()),
                     };
                     w.tx.send(Err(err));
                 }
@@ -633,8 +647,11 @@ impl Shared {
             batch.created.elapsed() >= Duration::from_millis(self.config.delivery_timeout_ms);
         // With idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER means an earlier batch of the
         // partition failed and is being retried: retry this one after it.
+        let current_pid = self.current_producer_id.load(Ordering::Acquire);
         let retriable = err.is_retriable()
             || (batch.base_sequence.is_some()
+                && batch.producer_id == Some(current_pid)
+                && !self.new_producer_id.load(Ordering::Acquire)
                 && err.code() == Some(ErrorCode::OutOfOrderSequenceNumber));
         if !retriable || batch.attempts >= self.config.retries || expired {
             self.finish(batch, Err(err));
@@ -733,8 +750,11 @@ async fn sender_loop(s: Arc<Shared>) {
             let _ = tokio::time::timeout(wait, s.wake.notified()).await;
             continue;
         }
-        if !initialized {
+        if !initialized || s.new_producer_id.swap(false, Ordering::AcqRel) {
             producer_id = init_producer_id(&s).await;
+            s.current_producer_id
+                .store(producer_id.map_or(-1, |(pid, _)| pid), Ordering::Release);
+            s.acc().next_sequence.clear();
             initialized = true;
         }
         let mut live = Vec::with_capacity(batches.len());
@@ -757,6 +777,7 @@ async fn sender_loop(s: Arc<Shared>) {
                 let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
                 *builder = open.producer(pid, epoch, seq);
                 b.base_sequence = Some(seq);
+                b.producer_id = Some(pid);
             }
             live.push(b);
         }

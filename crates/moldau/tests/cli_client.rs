@@ -707,3 +707,48 @@ async fn timed_out_request_closes_its_connection() {
     );
     server.abort();
 }
+
+/// An idempotent producer whose batch is refused for good (MESSAGE_TOO_LARGE) keeps working:
+/// the sequence gap would make every later batch of the partition fail, so it starts over
+/// with a new producer id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_recovers_from_a_refused_batch() {
+    let server = Server::start(&[]);
+    let admin = Admin::connect(server.client_config()).await.unwrap();
+    admin
+        .create_topic(NewTopic::new("small", 1).config("max.message.bytes", "2000"))
+        .await
+        .unwrap();
+    let producer = Producer::new(ProducerConfig {
+        client: server.client_config(),
+        acks: Acks::All,
+        ..ProducerConfig::default()
+    })
+    .await
+    .unwrap();
+    producer
+        .send(ProducerRecord::new("small", "first"))
+        .await
+        .unwrap();
+    let err = producer
+        .send(ProducerRecord::new("small", vec![b'x'; 5000]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::MessageTooLarge), "{err}");
+    assert_eq!(
+        err.to_string().matches("MESSAGE_TOO_LARGE").count(),
+        1,
+        "{err}"
+    );
+    let started = std::time::Instant::now();
+    let md = tokio::time::timeout(
+        Duration::from_secs(30),
+        producer.send(ProducerRecord::new("small", "after")),
+    )
+    .await
+    .expect("the next record is delivered, not stuck behind the gap")
+    .unwrap();
+    assert_eq!(md.offset, 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    producer.close().await.unwrap();
+}

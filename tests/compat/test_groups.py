@@ -340,6 +340,25 @@ def wait_balanced(members, topic_parts: set, per_member: list | None = None, tim
                                    f"{[sorted(m.snapshot()) for m in members]}", exc=AssignmentTimeout)
 
 
+def wait_settled(members, topic_parts: set, per_member: list | None = None, quiet_s: float = 1.0,
+                 timeout=WAIT_S):
+    """Like wait_balanced, but also until no member has seen a rebalance callback for `quiet_s`:
+    kafka-python members may rejoin once right after the first Stable generation (their
+    metadata snapshot differs from the one the leader assigned with), which must not be mistaken
+    for a rebalance caused by what the test does next."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snaps = wait_balanced(members, topic_parts, per_member, max(0.1, deadline - time.monotonic()))
+        counts = [len(m.events) for m in members]
+        quiet_until = time.monotonic() + quiet_s
+        while time.monotonic() < quiet_until and [len(m.events) for m in members] == counts:
+            time.sleep(0.05)
+        if [len(m.events) for m in members] == counts:
+            return [m.snapshot() for m in members]
+        if time.monotonic() >= deadline:
+            raise AssignmentTimeout(f"group did not settle within {timeout}s: {counts}")
+
+
 def all_parts(topic, n):
     return {(topic, p) for p in range(n)}
 
@@ -799,7 +818,7 @@ def test_static_member_restart_does_not_rebalance(gbroker, client):
     b.start()
     admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
     try:
-        snaps = wait_balanced([a, b], all_parts(topic, 6), [3, 3])
+        snaps = wait_settled([a, b], all_parts(topic, 6), [3, 3])
         desc0 = admin.describe_consumer_groups([group])[group].result(timeout=10)
         assert sorted(m.group_instance_id for m in desc0.members) == ["inst-a", "inst-b"]
         a_events = len(a.events)

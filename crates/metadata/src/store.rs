@@ -230,12 +230,7 @@ impl MetadataStore {
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
         let mut w = self.lock();
         let image = self.image();
-        let topic = image.topic(name).cloned().ok_or_else(|| {
-            ControllerError::new(
-                ErrorCode::UnknownTopicOrPartition,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let topic = existing_topic(&image, name)?;
         if is_internal_topic(name) {
             return Err(ControllerError::new(
                 ErrorCode::InvalidTopicException,
@@ -260,12 +255,7 @@ impl MetadataStore {
     ) -> Result<(), ControllerError> {
         let mut w = self.lock();
         let image = self.image();
-        let topic = image.topic(name).cloned().ok_or_else(|| {
-            ControllerError::new(
-                ErrorCode::UnknownTopicOrPartition,
-                format!("The topic '{name}' does not exist."),
-            )
-        })?;
+        let topic = existing_topic(&image, name)?;
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(ControllerError::new(
@@ -303,12 +293,7 @@ impl MetadataStore {
     ) -> Result<(), ControllerError> {
         let mut w = self.lock();
         let image = self.image();
-        let topic = image.topic(name).cloned().ok_or_else(|| {
-            ControllerError::new(
-                ErrorCode::UnknownTopicOrPartition,
-                format!("Topic '{name}' does not exist."),
-            )
-        })?;
+        let topic = existing_topic(&image, name)?;
         let mut next = if replace_all {
             BTreeMap::new()
         } else {
@@ -380,6 +365,16 @@ impl MetadataStore {
         w.producer_ids.0 += 1;
         Ok(id)
     }
+}
+
+/// The named topic, or Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+fn existing_topic(image: &MetadataImage, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+    image.topic(name).cloned().ok_or_else(|| {
+        ControllerError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("Topic '{name}' does not exist."),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -18,17 +18,31 @@ use tokio::net::TcpStream;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
-async fn start() -> (broker::BrokerHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+/// A broker config on a free port with its data in `dir`, plus `extra` settings.
+fn config(dir: &std::path::Path, extra: &[(&str, &str)]) -> BrokerConfig {
     let mut props = BTreeMap::new();
     props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
-    props.insert("log.dirs".to_string(), dir.path().display().to_string());
-    props.insert(
-        "socket.request.max.bytes".to_string(),
-        "1048576".to_string(),
-    );
-    let config = BrokerConfig::from_props(props).unwrap();
+    props.insert("log.dirs".to_string(), dir.display().to_string());
+    for (k, v) in extra {
+        props.insert(k.to_string(), v.to_string());
+    }
+    BrokerConfig::from_props(props).unwrap()
+}
+
+async fn start() -> (broker::BrokerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &[("socket.request.max.bytes", "1048576")]);
     (Broker::start(config).await.unwrap(), dir)
+}
+
+/// Metadata for one topic, creating it if needed.
+fn metadata_request(topic: &'static str) -> MetadataRequest {
+    MetadataRequest::default()
+        .with_topics(Some(vec![
+            protocol::messages::metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str(topic)))),
+        ]))
+        .with_allow_auto_topic_creation(true)
 }
 
 fn frame(api: ApiKey, version: i16, correlation_id: i32, body: &impl Encode) -> Bytes {
@@ -115,18 +129,8 @@ async fn produce_fetch_round_trip_and_restart() {
     let (b, dir) = start().await;
     let addr = b.local_addr();
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let md: protocol::messages::MetadataResponse = call(
-        &mut s,
-        ApiKey::Metadata,
-        12,
-        &MetadataRequest::default()
-            .with_topics(Some(vec![
-                protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(TopicName(StrBytes::from_static_str("wire")))),
-            ]))
-            .with_allow_auto_topic_creation(true),
-    )
-    .await;
+    let md: protocol::messages::MetadataResponse =
+        call(&mut s, ApiKey::Metadata, 12, &metadata_request("wire")).await;
     assert_eq!(md.topics[0].error_code, 0);
     assert_eq!(md.topics[0].partitions.len(), 1);
     let sent = batch(10);
@@ -170,12 +174,7 @@ async fn produce_fetch_round_trip_and_restart() {
     drop(s);
     b.shutdown().await;
 
-    let mut props = BTreeMap::new();
-    props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
-    props.insert("log.dirs".to_string(), dir.path().display().to_string());
-    let b = Broker::start(BrokerConfig::from_props(props).unwrap())
-        .await
-        .unwrap();
+    let b = Broker::start(config(dir.path(), &[])).await.unwrap();
     let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
     let r: protocol::messages::FetchResponse = call(&mut s, ApiKey::Fetch, 11, &fetch(0)).await;
     assert_eq!(r.responses[0].partitions[0].high_watermark, 20);
@@ -248,18 +247,8 @@ async fn hostile_input_closes_only_the_offender() {
         r.responses[0].partition_responses[0].error_code, 3,
         "unknown topic first"
     );
-    let _: protocol::messages::MetadataResponse = call(
-        &mut s,
-        ApiKey::Metadata,
-        12,
-        &MetadataRequest::default()
-            .with_topics(Some(vec![
-                protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(TopicName(StrBytes::from_static_str("hostile")))),
-            ]))
-            .with_allow_auto_topic_creation(true),
-    )
-    .await;
+    let _: protocol::messages::MetadataResponse =
+        call(&mut s, ApiKey::Metadata, 12, &metadata_request("hostile")).await;
     let mut bad = batch(3).to_vec();
     bad[last] ^= 0xff;
     let r: protocol::messages::ProduceResponse = call(
@@ -284,13 +273,8 @@ async fn hostile_input_closes_only_the_offender() {
 #[tokio::test]
 async fn idle_connections_are_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut props = BTreeMap::new();
-    props.insert("listeners".to_string(), "127.0.0.1:0".to_string());
-    props.insert("log.dirs".to_string(), dir.path().display().to_string());
-    props.insert("connections.max.idle.ms".to_string(), "200".to_string());
-    let b = Broker::start(BrokerConfig::from_props(props).unwrap())
-        .await
-        .unwrap();
+    let config = config(dir.path(), &[("connections.max.idle.ms", "200")]);
+    let b = Broker::start(config).await.unwrap();
     let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
     let _: protocol::messages::ApiVersionsResponse = call(
         &mut s,

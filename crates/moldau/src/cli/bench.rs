@@ -371,17 +371,24 @@ async fn run_producers(
     Ok(sent)
 }
 
-async fn produce(args: BenchArgs) -> anyhow::Result<()> {
-    let admin = args.common.admin().await?;
-    ensure_topic(&args, &admin).await?;
-    let stats = Stats::new()?;
-    let start = Instant::now();
+/// When a produce or e2e run stops: after `--duration` from `start`, after `--records`, or
+/// (with neither) after 1,000,000 records.
+fn run_limits(args: &BenchArgs, start: Instant) -> (Option<Instant>, Option<u64>) {
     let deadline = args.duration.map(|d| start + Duration::from_secs_f64(d));
     let total = args.records.or(if deadline.is_none() {
         Some(1_000_000)
     } else {
         None
     });
+    (deadline, total)
+}
+
+async fn produce(args: BenchArgs) -> anyhow::Result<()> {
+    let admin = args.common.admin().await?;
+    ensure_topic(&args, &admin).await?;
+    let stats = Stats::new()?;
+    let start = Instant::now();
+    let (deadline, total) = run_limits(&args, start);
     let stop = Arc::new(AtomicBool::new(false));
     let progress = spawn_progress(
         "produce",
@@ -590,12 +597,7 @@ async fn e2e(args: BenchArgs) -> anyhow::Result<()> {
     }
     let stats = Stats::new()?;
     let epoch = Instant::now();
-    let deadline = args.duration.map(|d| epoch + Duration::from_secs_f64(d));
-    let total = args.records.or(if deadline.is_none() {
-        Some(1_000_000)
-    } else {
-        None
-    });
+    let (deadline, total) = run_limits(&args, epoch);
     let stop = Arc::new(AtomicBool::new(false));
     let produced = Arc::new(AtomicU64::new(u64::MAX));
     let progress = spawn_progress(

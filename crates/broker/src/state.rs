@@ -80,7 +80,7 @@ impl BrokerState {
             reconcile_lock: std::sync::Mutex::new(()),
         });
         state.reconcile()?;
-        state.remove_stale_dirs();
+        state.set_aside_stray_dirs();
         if let Err(e) = state.groups.ensure_loaded(&state, false) {
             tracing::error!(error = ?e, "loading consumer groups failed; group requests will be retried by clients");
         }
@@ -164,8 +164,11 @@ impl BrokerState {
         self.notify_data();
     }
 
-    /// Removes partition directories left by topics deleted while the broker was down.
-    fn remove_stale_dirs(&self) {
+    /// Renames aside partition directories the committed metadata does not assign to this
+    /// broker (`<dir>.<uuid>-stray`, as Kafka names stray logs) and reports them. They are
+    /// never deleted: only a committed topic deletion deletes data, and a directory can be
+    /// unknown for other reasons (metadata restored from a backup or cut by an operator).
+    fn set_aside_stray_dirs(&self) {
         let hosted: HashSet<String> = self
             .replicas
             .all()
@@ -185,9 +188,16 @@ impl BrokerState {
                 && name != METADATA_DIR
                 && !hosted.contains(&name)
             {
-                tracing::info!(dir = %name, "removing directory of a deleted partition");
-                if let Err(e) = std::fs::remove_dir_all(entry.path()) {
-                    tracing::warn!(dir = %name, error = %e, "could not remove stale directory");
+                let stray = format!("{name}.{}-stray", uuid::Uuid::new_v4().simple());
+                match std::fs::rename(entry.path(), self.data_dir.join(&stray)) {
+                    Ok(()) => tracing::warn!(
+                        dir = %name,
+                        renamed_to = %stray,
+                        "partition directory unknown to the committed metadata; renamed aside (not deleted)"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(dir = %name, error = %e, "could not rename a stray partition directory")
+                    }
                 }
             }
         }

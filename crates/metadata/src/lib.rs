@@ -27,4 +27,24 @@ pub enum MetadataError {
     },
     #[error("metadata record: {0}")]
     Encode(String),
+    /// Damage that is not a torn tail: valid records follow it, so cutting the log there would
+    /// forget committed metadata. The node must not start on it.
+    #[error(
+        "metadata log {path} is corrupt at byte {offset} (record {record}: {reason}) and a valid \
+         record follows at byte {next_valid}, so this is not a torn write; refusing to start \
+         rather than forget committed metadata. To recover: restore {path} from a backup; or, \
+         accepting the loss of every metadata change after byte {offset}, cut the file there \
+         (`truncate -s {offset} {path}`): partition directories of topics it then no longer \
+         knows are renamed aside with a -stray suffix, never deleted"
+    )]
+    Corrupt {
+        path: String,
+        offset: u64,
+        record: u64,
+        reason: &'static str,
+        next_valid: u64,
+    },
+    /// An earlier write or fsync failed; no metadata change is accepted until restart.
+    #[error("metadata log {path} is fenced after an earlier failure ({reason}); restart the node once the cause is fixed")]
+    Fenced { path: String, reason: String },
 }

@@ -11,48 +11,76 @@ use std::time::{Duration, Instant};
 pub struct Server {
     child: Child,
     pub addr: String,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A server that exited before it printed its address: its exit status and stderr.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: std::process::ExitStatus,
+    pub stderr: String,
 }
 
 impl Server {
     /// Starts `moldau server` with group rebalances not delayed, plus `extra` `--set`s.
     pub fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
+        let mut server = Server::start_in(dir.path(), extra).expect("server started");
+        server._dir = Some(dir);
+        server
+    }
+
+    /// Starts `moldau server` on an existing data dir (kept after the server stops); `Err` if
+    /// the process exits before it serves.
+    pub fn start_in(data_dir: &std::path::Path, extra: &[&str]) -> Result<Server, Refused> {
+        let stderr_file = tempfile::NamedTempFile::new().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_moldau"));
         cmd.args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
+            .arg(data_dir)
             .args(["--set", "group.initial.rebalance.delay.ms=0"]);
         for s in extra {
             cmd.args(["--set", s]);
         }
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr_file.reopen().unwrap())
             .spawn()
             .expect("spawn moldau server");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
+            let first = lines.next().and_then(Result::ok);
+            let _ = tx.send(first);
             // Keep draining so the child never blocks on a full pipe.
             for _ in lines {}
         });
         let line = rx
             .recv_timeout(Duration::from_secs(30))
-            .expect("server printed its address within 30 s");
+            .expect("server printed its address or exited within 30 s");
+        let Some(line) = line else {
+            let status = child.wait().unwrap();
+            let stderr = std::fs::read_to_string(stderr_file.path()).unwrap_or_default();
+            return Err(Refused { status, stderr });
+        };
         let addr = line
             .strip_prefix("moldau: listening on ")
             .and_then(|s| s.split(',').next())
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Server {
+        Ok(Server {
             child,
             addr,
-            _dir: dir,
-        }
+            _dir: None,
+        })
+    }
+
+    /// Stops the server with SIGTERM and waits for it (a clean shutdown).
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
     }
 
     pub fn client_config(&self) -> client::ClientConfig {

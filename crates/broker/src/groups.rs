@@ -25,6 +25,48 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Largest decompressed batch accepted when replaying `__consumer_offsets`.
 const REPLAY_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 
+/// The config overrides `__consumer_offsets` always has: compacted (its records are the
+/// latest state per key), with 100 MiB segments as in Kafka.
+fn offsets_topic_configs() -> BTreeMap<String, String> {
+    let mut configs = BTreeMap::new();
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert("segment.bytes".to_string(), "104857600".to_string());
+    configs
+}
+
+/// The startup check of an existing `__consumer_offsets` (clients cannot change it, but an
+/// older Moldau let them, and files can be edited): config overrides that differ from the
+/// broker's are put back (a `delete` policy or a short retention would drop committed offsets);
+/// a partition count other than `offsets.topic.num.partitions` is kept and used, as Kafka
+/// does, because every group's records live in the partition that count chose (changing it
+/// would orphan them). Both are logged loudly.
+fn check_offsets_topic(state: &BrokerState, topic: &metadata::TopicImage) {
+    let want = offsets_topic_configs();
+    if topic.configs != want {
+        match state
+            .metadata
+            .reset_internal_topic_configs(OFFSETS_TOPIC, &want)
+        {
+            Ok(replaced) => {
+                tracing::warn!(?replaced, "{OFFSETS_TOPIC} had config overrides that could lose committed offsets; restored the broker's settings");
+                state.reconcile_or_log();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not restore the settings of {OFFSETS_TOPIC}")
+            }
+        }
+    }
+    let partitions = topic.partitions.len() as i32;
+    if partitions != state.config.offsets_topic_num_partitions {
+        tracing::warn!(
+            partitions,
+            configured = state.config.offsets_topic_num_partitions,
+            "{OFFSETS_TOPIC} exists with a partition count other than offsets.topic.num.partitions; \
+             using the existing count (changing it would orphan committed offsets)"
+        );
+    }
+}
+
 /// Owns the coordinator and the routes of its pending responses.
 pub struct Groups {
     coordinator: Mutex<GroupCoordinator>,
@@ -74,20 +116,12 @@ impl Groups {
             Some(t) => t.clone(),
             None if !create => return Ok(()),
             None => {
-                let mut configs = BTreeMap::new();
-                configs.insert("cleanup.policy".to_string(), "compact".to_string());
-                configs.insert("segment.bytes".to_string(), "104857600".to_string());
-                let created = state.metadata.create_topic(
-                    NewTopic {
-                        name: OFFSETS_TOPIC.to_string(),
-                        partitions: state.config.offsets_topic_num_partitions,
-                        replication_factor: 1,
-                        configs,
-                    },
-                    state.config.num_partitions,
-                    state.config.default_replication_factor,
-                    false,
-                );
+                let created = state.metadata.create_internal_topic(NewTopic {
+                    name: OFFSETS_TOPIC.to_string(),
+                    partitions: state.config.offsets_topic_num_partitions,
+                    replication_factor: 1,
+                    configs: offsets_topic_configs(),
+                });
                 let t = match created {
                     Ok(t) => t,
                     Err(e) if e.code == ErrorCode::TopicAlreadyExists => state
@@ -105,8 +139,10 @@ impl Groups {
                 t
             }
         };
+        check_offsets_topic(state, &topic);
         let now = state.clock.now_ms();
         let mut c = self.lock();
+        c.set_offsets_topic_partitions(topic.partitions.len() as i32);
         for p in 0..topic.partitions.len() as i32 {
             let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
                 tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");

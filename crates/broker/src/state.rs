@@ -62,7 +62,8 @@ impl BrokerState {
             source,
         })?;
         let log = FileMetadataLog::open(&data_dir.join(METADATA_DIR))?;
-        let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?;
+        let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?
+            .with_max_broker_partitions(i64::from(config.max_broker_partitions));
         metadata.register(config.cluster_id.clone(), host, port)?;
         let state = Arc::new(BrokerState {
             node_id: config.node_id,

@@ -288,3 +288,83 @@ async fn idle_connections_are_closed() {
     still_serving(b.local_addr()).await;
     b.shutdown().await;
 }
+
+/// Issue 8, item 6: an `__consumer_offsets` that an older Moldau let a client create (one
+/// partition, `cleanup.policy=delete`, `retention.ms=2000`) is checked at startup: the
+/// broker's config overrides are put back and its partition count is used, so every group
+/// finds its coordinator and committed offsets survive restarts.
+#[tokio::test]
+async fn existing_offsets_topic_with_wrong_settings_is_checked_at_startup() {
+    use protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log =
+            metadata::FileMetadataLog::open(&dir.path().join("__cluster_metadata-0")).unwrap();
+        let store = metadata::MetadataStore::open(Box::new(log), 1, BTreeMap::new()).unwrap();
+        store.register(None, "127.0.0.1", 1).unwrap();
+        let configs = [("cleanup.policy", "delete"), ("retention.ms", "2000")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        store
+            .create_internal_topic(metadata::NewTopic {
+                name: "__consumer_offsets".into(),
+                partitions: 1,
+                replication_factor: 1,
+                configs,
+            })
+            .unwrap();
+    }
+    let groups: Vec<String> = (0..8).map(|i| format!("group-{i}")).collect();
+    assert!(groups
+        .iter()
+        .any(|g| coordinator::partition_for(g, 50) != 0));
+    let topic = || TopicName(StrBytes::from_static_str("t"));
+    let b = Broker::start(config(dir.path(), &[])).await.unwrap();
+    let offsets = b
+        .state()
+        .image()
+        .topic("__consumer_offsets")
+        .unwrap()
+        .clone();
+    assert_eq!(offsets.partitions.len(), 1);
+    assert_eq!(
+        offsets.configs.get("cleanup.policy").map(String::as_str),
+        Some("compact")
+    );
+    assert!(!offsets.configs.contains_key("retention.ms"));
+    let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
+    for (i, g) in groups.iter().enumerate() {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(g.clone())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(i as i64 + 1)])]);
+        let r: protocol::messages::OffsetCommitResponse =
+            call(&mut s, ApiKey::OffsetCommit, 2, &req).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0, "{g}");
+    }
+    drop(s);
+    b.shutdown().await;
+    let b = Broker::start(config(dir.path(), &[])).await.unwrap();
+    let mut s = TcpStream::connect(b.local_addr()).await.unwrap();
+    for (i, g) in groups.iter().enumerate() {
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(g.clone())))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic())
+                .with_partition_indexes(vec![0])]));
+        let r: protocol::messages::OffsetFetchResponse =
+            call(&mut s, ApiKey::OffsetFetch, 1, &req).await;
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.committed_offset), (0, i as i64 + 1), "{g}");
+    }
+    b.shutdown().await;
+}

@@ -202,6 +202,14 @@ impl GroupCoordinator {
         &self.config
     }
 
+    /// Uses the partition count of the `__consumer_offsets` that exists, which may differ
+    /// from `offsets.topic.num.partitions` (as Kafka does: the groups' records are where that
+    /// count put them). Call before replaying or loading any partition.
+    pub fn set_offsets_topic_partitions(&mut self, partitions: i32) {
+        debug_assert!(self.owned_partitions.is_empty() && self.groups.is_empty());
+        self.config.offsets_topic_num_partitions = partitions.max(1);
+    }
+
     /// The `__consumer_offsets` partition of a group.
     pub fn partition_for(&self, group_id: &str) -> i32 {
         partition_for(group_id, self.config.offsets_topic_num_partitions)

@@ -8,6 +8,7 @@
 
 pub mod image;
 pub mod log;
+pub mod policy;
 pub mod record;
 pub mod store;
 

@@ -2,6 +2,7 @@
 
 use crate::image::{format_id, is_internal_topic, MetadataImage, TopicImage};
 use crate::log::MetadataLog;
+use crate::policy;
 use crate::record::MetadataRecord;
 use crate::MetadataError;
 use model::{ErrorCode, NodeId, TopicConfig, TopicId};
@@ -59,6 +60,8 @@ pub struct MetadataStore {
     broker_props: BTreeMap<String, String>,
     writer: Mutex<Writer>,
     image: RwLock<Arc<MetadataImage>>,
+    /// `max.broker.partitions`: checked before any topic or partition is created.
+    max_broker_partitions: i64,
 }
 
 impl std::fmt::Debug for MetadataStore {
@@ -89,7 +92,14 @@ impl MetadataStore {
                 producer_ids: (next, next),
             }),
             image: RwLock::new(Arc::new(image)),
+            max_broker_partitions: i64::from(i32::MAX),
         })
+    }
+
+    /// Sets the partition cap (`max.broker.partitions`) enforced at creation.
+    pub fn with_max_broker_partitions(mut self, max: i64) -> MetadataStore {
+        self.max_broker_partitions = max.max(1);
+        self
     }
 
     /// The current image.
@@ -150,8 +160,83 @@ impl MetadataStore {
         self.commit(&mut w, records)
     }
 
-    /// Creates a topic (or only validates the request). Defaults for -1 come from the broker.
+    /// Creates a topic for a client (or only validates the request). Defaults for -1 come from
+    /// the broker. Internal topic names are refused (see [`policy`]).
     pub fn create_topic(
+        &self,
+        topic: NewTopic,
+        default_partitions: i32,
+        default_replication_factor: i16,
+        validate_only: bool,
+    ) -> Result<Arc<TopicImage>, ControllerError> {
+        policy::check_client_create(&topic.name)?;
+        self.create_topic_inner(
+            topic,
+            default_partitions,
+            default_replication_factor,
+            validate_only,
+        )
+    }
+
+    /// Creates an internal topic (`__consumer_offsets`...) with the settings the broker
+    /// chose; only the broker calls this.
+    pub fn create_internal_topic(
+        &self,
+        topic: NewTopic,
+    ) -> Result<Arc<TopicImage>, ControllerError> {
+        if !is_internal_topic(&topic.name) {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidRequest,
+                format!("{} is not an internal topic", topic.name),
+            ));
+        }
+        self.create_topic_inner(topic, 1, 1, false)
+    }
+
+    /// Sets an internal topic's config overrides to exactly `configs` (the broker's startup
+    /// check of internal topics); returns the overrides that were replaced or removed.
+    pub fn reset_internal_topic_configs(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, Option<String>)>, ControllerError> {
+        let mut w = self.lock();
+        let image = self.image();
+        let topic = existing_topic(&image, name)?;
+        if !topic.is_internal() {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidRequest,
+                format!("{name} is not an internal topic"),
+            ));
+        }
+        let id = format_id(topic.id);
+        let mut records = Vec::new();
+        let mut replaced = Vec::new();
+        for (k, v) in configs {
+            if topic.configs.get(k) != Some(v) {
+                replaced.push((k.clone(), topic.configs.get(k).cloned()));
+                records.push(MetadataRecord::SetTopicConfig {
+                    topic_id: id.clone(),
+                    key: k.clone(),
+                    value: Some(v.clone()),
+                });
+            }
+        }
+        for (k, v) in &topic.configs {
+            if !configs.contains_key(k) {
+                replaced.push((k.clone(), Some(v.clone())));
+                records.push(MetadataRecord::SetTopicConfig {
+                    topic_id: id.clone(),
+                    key: k.clone(),
+                    value: None,
+                });
+            }
+        }
+        self.commit(&mut w, records)?;
+        Ok(replaced)
+    }
+
+    fn create_topic_inner(
         &self,
         topic: NewTopic,
         default_partitions: i32,
@@ -203,6 +288,13 @@ impl MetadataStore {
             TopicConfig::validate(k, v)
                 .map_err(|e| ControllerError::new(ErrorCode::InvalidConfig, e.to_string()))?;
         }
+        policy::check_partition_cap(
+            &image,
+            self.node_id,
+            // Every partition gets a replica on this node (single node placement).
+            i64::from(partitions),
+            self.max_broker_partitions,
+        )?;
         let topic_id = TopicId::random();
         let record = MetadataRecord::CreateTopic {
             name: topic.name.clone(),
@@ -256,6 +348,7 @@ impl MetadataStore {
         let mut w = self.lock();
         let image = self.image();
         let topic = existing_topic(&image, name)?;
+        policy::check_client_alter(name, "partition count")?;
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(ControllerError::new(
@@ -269,6 +362,12 @@ impl MetadataStore {
                 format!("Topic already has {current} partition(s)."),
             ));
         }
+        policy::check_partition_cap(
+            &image,
+            self.node_id,
+            i64::from(count) - i64::from(current),
+            self.max_broker_partitions,
+        )?;
         if !validate_only {
             self.commit(
                 &mut w,
@@ -294,6 +393,7 @@ impl MetadataStore {
         let mut w = self.lock();
         let image = self.image();
         let topic = existing_topic(&image, name)?;
+        policy::check_client_alter(name, "configs")?;
         let mut next = if replace_all {
             BTreeMap::new()
         } else {
@@ -462,6 +562,92 @@ mod tests {
         assert_eq!(
             s.create_partitions("a", 1, false).unwrap_err().code,
             ErrorCode::InvalidPartitions
+        );
+    }
+
+    #[test]
+    fn internal_topics_belong_to_the_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path());
+        s.register(None, "h", 1).unwrap();
+        let err = s
+            .create_topic(new_topic("__consumer_offsets", 1), 1, 1, false)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+        assert_eq!(
+            s.create_topic(new_topic("__transaction_state", 1), 1, 1, true)
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidRequest
+        );
+        let mut t = new_topic("__consumer_offsets", 3);
+        t.configs.insert("cleanup.policy".into(), "compact".into());
+        s.create_internal_topic(t).unwrap();
+        assert!(s.create_internal_topic(new_topic("user", 1)).is_err());
+        let mut c = BTreeMap::new();
+        c.insert("cleanup.policy".to_string(), Some("delete".to_string()));
+        for replace_all in [false, true] {
+            assert_eq!(
+                s.alter_topic_configs("__consumer_offsets", &c, replace_all, false)
+                    .unwrap_err()
+                    .code,
+                ErrorCode::PolicyViolation
+            );
+        }
+        assert_eq!(
+            s.create_partitions("__consumer_offsets", 5, false)
+                .unwrap_err()
+                .code,
+            ErrorCode::PolicyViolation
+        );
+        let img = s.image();
+        let t = img.topic("__consumer_offsets").unwrap();
+        assert_eq!(t.partitions.len(), 3);
+        assert_eq!(t.configs.get("cleanup.policy").unwrap(), "compact");
+        // The startup check puts the broker's settings back.
+        let mut want = BTreeMap::new();
+        want.insert("cleanup.policy".to_string(), "compact".to_string());
+        want.insert("segment.bytes".to_string(), "104857600".to_string());
+        let replaced = s
+            .reset_internal_topic_configs("__consumer_offsets", &want)
+            .unwrap();
+        assert_eq!(replaced, vec![("segment.bytes".to_string(), None)]);
+        assert_eq!(s.image().topic("__consumer_offsets").unwrap().configs, want);
+    }
+
+    #[test]
+    fn partition_cap_is_checked_before_anything_is_allocated() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = FileMetadataLog::open(dir.path()).unwrap();
+        let s = MetadataStore::open(Box::new(log), 1, BTreeMap::new())
+            .unwrap()
+            .with_max_broker_partitions(10);
+        s.register(None, "h", 1).unwrap();
+        s.create_topic(new_topic("a", 6), 1, 1, false).unwrap();
+        let code = |r: Result<Arc<TopicImage>, ControllerError>| r.unwrap_err().code;
+        assert_eq!(
+            code(s.create_topic(new_topic("big", i32::MAX), 1, 1, true)),
+            ErrorCode::PolicyViolation
+        );
+        assert_eq!(
+            code(s.create_topic(new_topic("b", 5), 1, 1, false)),
+            ErrorCode::PolicyViolation
+        );
+        // Defaults count too (auto-creation is no back door).
+        assert_eq!(
+            code(s.create_topic(new_topic("c", -1), 5, 1, false)),
+            ErrorCode::PolicyViolation
+        );
+        assert_eq!(
+            s.create_partitions("a", 11, false).unwrap_err().code,
+            ErrorCode::PolicyViolation
+        );
+        s.create_partitions("a", 7, false).unwrap();
+        s.create_topic(new_topic("b", 3), 1, 1, false).unwrap();
+        assert_eq!(policy::partitions_on(&s.image(), 1), 10);
+        assert_eq!(
+            code(s.create_topic(new_topic("d", 1), 1, 1, false)),
+            ErrorCode::PolicyViolation
         );
     }
 

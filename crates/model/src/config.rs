@@ -357,6 +357,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "how often flush.ms is checked",
     ),
     broker(
+        "max.broker.partitions",
+        "10000",
+        ConfigType::Int,
+        "partitions this broker may host (KIP-578's name); CreateTopics and CreatePartitions past it fail with POLICY_VIOLATION",
+    ),
+    broker(
         "offsets.topic.num.partitions",
         "50",
         ConfigType::Int,
@@ -643,6 +649,9 @@ pub struct BrokerConfig {
     pub log_cleaner_backoff_ms: i64,
     pub log_flush_scheduler_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
+    /// `max.broker.partitions` (KIP-578): partitions this broker may host, internal ones
+    /// included; checked when topics or partitions are created.
+    pub max_broker_partitions: i32,
     pub offsets_retention_minutes: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -721,6 +730,7 @@ impl BrokerConfig {
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
             log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,
             offsets_topic_num_partitions: int("offsets.topic.num.partitions", 1)?,
+            max_broker_partitions: int("max.broker.partitions", 1)?,
             offsets_retention_minutes: int("offsets.retention.minutes", 1)?,
             group_min_session_timeout_ms: int("group.min.session.timeout.ms", 0)?,
             group_max_session_timeout_ms: int("group.max.session.timeout.ms", 0)?,

@@ -9,6 +9,7 @@
 
 mod builder;
 mod codec;
+mod control;
 mod error;
 mod header;
 mod records;
@@ -17,6 +18,10 @@ mod varint;
 
 pub use builder::{BatchBuilder, NewRecord};
 pub use codec::{compress, decompress, Compression};
+pub use control::{
+    build_end_txn_marker, control_key, parse_end_txn_marker, EndTxnMarker, CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+};
 pub use error::RecordError;
 pub use header::{
     recompute_crc, set_base_offset, set_log_append_time, set_log_append_time_split,

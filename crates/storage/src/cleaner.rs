@@ -47,14 +47,18 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     }
     s.check_online()?;
     let now = s.clock.now_ms();
-    let (producers, first_unstable) = {
+    let (producers, first_unstable, aborted_txns) = {
         let st = s.append.lock();
-        (st.producers.clone(), st.producers.first_unstable_offset())
+        (
+            st.producers.clone(),
+            st.producers.first_unstable_offset(),
+            s.aborted.read().all().to_vec(),
+        )
     };
     // Aborted transactions by producer, to drop their records (Kafka's cleaner does too;
     // otherwise an aborted write could shadow the committed value of its key).
     let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
-    for a in &producers.aborted {
+    for a in &aborted_txns {
         aborted
             .entry(a.producer_id)
             .or_default()

@@ -68,6 +68,14 @@ pub enum AppendError {
         expected: i32,
         got: i32,
     },
+    #[error("producer {producer_id}: transaction marker from coordinator epoch {coordinator_epoch} is older than {current}")]
+    CoordinatorFenced {
+        producer_id: i64,
+        coordinator_epoch: i32,
+        current: i32,
+    },
+    #[error("producer {producer_id} has an open transaction: only transactional writes until its marker")]
+    InvalidTxnState { producer_id: i64 },
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -80,6 +88,8 @@ impl AppendError {
             AppendError::InvalidTimestamp { .. } => ErrorCode::InvalidTimestamp,
             AppendError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
             AppendError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
+            AppendError::CoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
+            AppendError::InvalidTxnState { .. } => ErrorCode::InvalidTxnState,
             AppendError::Storage(e) => e.error_code(),
         }
     }

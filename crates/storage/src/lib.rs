@@ -7,8 +7,9 @@
 //! Layout of a partition directory `<topic>-<partition>/` (Kafka's): `<base:020>.log`
 //! (v2 batches exactly as produced, with broker-assigned base offsets), `<base:020>.index`
 //! (relative batch base offset -> position, every `index.interval.bytes`),
-//! `<base:020>.timeindex` (max timestamp so far -> relative offset), `<offset:020>.snapshot`
-//! (idempotent-producer state), `log-start-offset` (DeleteRecords), `cleaner-offset`
+//! `<base:020>.timeindex` (max timestamp so far -> relative offset), `<base:020>.txnindex`
+//! (aborted transactions whose ABORT marker is in the segment), `<offset:020>.snapshot`
+//! (producer state: idempotence and open transactions), `log-start-offset` (DeleteRecords), `cleaner-offset`
 //! (compaction checkpoint) and `.clean-shutdown` (present only between `close` and the next
 //! open).
 //!
@@ -35,13 +36,15 @@ mod index;
 mod log;
 mod producer;
 mod segment;
+mod txn_index;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{AppendError, ReadError, StorageError};
 pub use log::{
     AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,
 };
-pub use producer::{AbortedTxn, RETAINED_BATCHES};
+pub use producer::{ProducerSnapshot, RETAINED_BATCHES};
+pub use txn_index::{AbortedTxn, TXN_INDEX_ENTRY_BYTES};
 
 #[cfg(test)]
 mod tests {

@@ -26,16 +26,17 @@ use bytes::Bytes;
 use model::{TimestampType, TopicConfig};
 use parking_lot::{Condvar, Mutex, RwLock};
 use record::{
-    decode_records, set_base_offset, set_log_append_time_split, set_partition_leader_epoch,
-    split_batches, validate_batch, validate_batch_structure, BatchHeader, RecordError, HEADER_LEN,
-    LENGTH_OFFSET, LOG_OVERHEAD,
+    decode_records, parse_end_txn_marker, set_base_offset, set_log_append_time_split,
+    set_partition_leader_epoch, split_batches, validate_batch, validate_batch_structure,
+    BatchHeader, EndTxnMarker, RecordError, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD,
 };
 
 use crate::clock::Clock;
 use crate::error::{AppendError, ReadError, StorageError};
 use crate::index::{read_file_opt, write_file_atomic};
-use crate::producer::{AbortedTxn, Check, ProducerStateMap};
+use crate::producer::{Check, ProducerSnapshot, ProducerStateMap};
 use crate::segment::{file_name, Segment};
+use crate::txn_index::{self, AbortedTxn, AbortedTxns};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const LOG_START_FILE: &str = "log-start-offset";
@@ -119,8 +120,9 @@ pub(crate) struct Shared {
     /// First offset of the oldest open transaction, i64::MAX when none (lock-free for
     /// fetches; the truth lives in the producer state under the append lock).
     first_unstable: AtomicI64,
-    /// Aborted transactions, published copy-on-write (aborts are rare, fetches many).
-    aborted: RwLock<Arc<Vec<AbortedTxn>>>,
+    /// Every aborted transaction of the partition in marker order (persisted per segment in
+    /// `.txnindex` files). Written under the append lock; read by fetches.
+    pub aborted: RwLock<AbortedTxns>,
     /// Test seam: makes the next segment fsync fail, to exercise the offline path.
     fail_next_sync: AtomicBool,
     flush_req: Mutex<FlushRequest>,
@@ -267,20 +269,13 @@ impl Shared {
         Arc::clone(&self.config.read())
     }
 
-    /// Publishes the transaction state readers need (after appends of transactional or
-    /// control batches, recovery, truncation and pruning).
+    /// Publishes the first unstable offset readers need (after appends of transactional or
+    /// control batches, recovery and truncation).
     fn publish_txn_state(&self, producers: &ProducerStateMap) {
         self.first_unstable.store(
             producers.first_unstable_offset().unwrap_or(i64::MAX),
             Ordering::Release,
         );
-        let stale = {
-            let cur = self.aborted.read();
-            cur.len() != producers.aborted.len() || cur.last() != producers.aborted.last()
-        };
-        if stale {
-            *self.aborted.write() = Arc::new(producers.aborted.clone());
-        }
     }
 
     fn snapshot_path(&self, offset: i64) -> PathBuf {
@@ -319,11 +314,14 @@ impl Shared {
         Ok(())
     }
 
-    /// Rebuilds producer state: newest valid snapshot at or below the log end, then the
-    /// batch headers after it. Snapshots past the log end (after truncation) are removed.
+    /// Rebuilds producer state and the aborted-transaction index: the newest valid snapshot
+    /// at or below the log end and the segments' `.txnindex` files, then the batch headers
+    /// after the snapshot (markers found there re-create their index entries). Snapshots past
+    /// the log end (after truncation) are removed.
     fn load_producer_state(&self) -> Result<ProducerStateMap, StorageError> {
         let leo = self.leo();
         let mut map = ProducerStateMap::default();
+        let mut legacy_aborted = Vec::new();
         let mut from = self.log_start();
         for o in self.snapshot_offsets()?.into_iter().rev() {
             if o > leo {
@@ -331,14 +329,24 @@ impl Shared {
                 continue;
             }
             if let Some(bytes) = read_file_opt(&self.snapshot_path(o), 64 << 20)? {
-                if let Some(m) = ProducerStateMap::decode(&bytes) {
+                if let Some((m, legacy)) = ProducerStateMap::decode(&bytes) {
                     map = m;
+                    legacy_aborted = legacy;
                     from = from.max(o);
                     break;
                 }
             }
         }
         let segs = self.segments.read().clone();
+        let mut aborted = AbortedTxns::default();
+        let mut loaded = legacy_aborted;
+        for seg in &segs {
+            loaded.extend(txn_index::load(&self.dir, seg.base_offset)?);
+        }
+        loaded.sort_by_key(|a| a.last_offset);
+        aborted.extend(loaded);
+        // The replay below finds these markers again.
+        aborted.truncate_from(from);
         for seg in segs {
             if seg.next_offset() <= from {
                 continue;
@@ -351,13 +359,27 @@ impl Shared {
                 map.update(&h);
                 if h.is_control() && h.producer_id >= 0 {
                     let bytes = seg.read_at(pos, h.total_size())?;
-                    if let Some(commit) = marker_is_commit(&bytes) {
-                        map.complete_txn(&h, commit);
+                    if let Some(marker) = parse_end_txn_marker(&bytes) {
+                        if let Some(a) = map.complete_txn(&h, marker) {
+                            aborted.push(a);
+                        }
                     }
                 }
             }
         }
+        aborted.prune_below(self.log_start());
+        *self.aborted.write() = aborted;
         Ok(map)
+    }
+
+    /// Writes the `.txnindex` of a segment (or removes it when it has no entries).
+    fn write_txn_index(&self, seg: &Segment) -> Result<(), StorageError> {
+        txn_index::store(
+            &self.dir,
+            seg.base_offset,
+            seg.next_offset(),
+            &self.aborted.read(),
+        )
     }
 
     /// Finishes the active segment (fsync, index files) and starts a new one at `base`
@@ -372,6 +394,7 @@ impl Shared {
         // Rolled segments are made durable here, so recovery only has to scan the last one.
         self.sync_segment(&old)?;
         old.write_indexes()?;
+        self.write_txn_index(&old)?;
         let seg = Arc::new(Segment::create(&self.dir, base, self.clock.now_ms())?);
         if let Err(e) = sync_dir(&self.dir) {
             return Err(self.go_offline(e));
@@ -477,7 +500,7 @@ impl Log {
         }
         // Whatever was not loaded is past the first damage: remove it.
         for &base in &bases[i..] {
-            for ext in ["log", "index", "timeindex"] {
+            for ext in ["log", "index", "timeindex", "txnindex"] {
                 let _ = fs::remove_file(dir.join(file_name(base, ext)));
             }
         }
@@ -516,7 +539,7 @@ impl Log {
             cleaner_checkpoint: AtomicI64::new(cleaner_checkpoint),
             fail_next_sync: AtomicBool::new(false),
             first_unstable: AtomicI64::new(i64::MAX),
-            aborted: RwLock::new(Arc::new(Vec::new())),
+            aborted: RwLock::new(AbortedTxns::default()),
             flush_req: Mutex::new(FlushRequest {
                 requested: 0,
                 shutdown: false,
@@ -601,6 +624,17 @@ impl Log {
                 None => validate_batch_structure(p)?,
             });
         }
+        // Transaction markers are decoded before the lock (one small record each): their
+        // coordinator epoch is checked, and they close transactions.
+        let markers: Vec<Option<EndTxnMarker>> = parts
+            .iter()
+            .zip(&headers)
+            .map(|(p, h)| {
+                (h.is_control() && h.producer_id >= 0)
+                    .then(|| parse_end_txn_marker(p))
+                    .flatten()
+            })
+            .collect();
         let leader = leader_epoch.is_some();
         let log_append = leader && config.message_timestamp_type == TimestampType::LogAppendTime;
 
@@ -628,7 +662,7 @@ impl Log {
         let leo = s.leo();
         let mut next = leo;
         let mut scratch = ProducerStateMap::default();
-        for h in headers.iter_mut() {
+        for (h, marker) in headers.iter_mut().zip(&markers) {
             if leader {
                 h.base_offset = next;
             } else if h.base_offset < next {
@@ -647,8 +681,11 @@ impl Log {
                     if let Some(e) = st.producers.producers.get(&h.producer_id) {
                         v.insert(e.clone());
                     }
+                    if let Some(&first) = st.producers.ongoing.get(&h.producer_id) {
+                        scratch.ongoing.insert(h.producer_id, first);
+                    }
                 }
-                match scratch.check(h)? {
+                match scratch.check(h, *marker)? {
                     Check::Duplicate(b) => {
                         return Ok(AppendInfo {
                             base_offset: b.base_offset,
@@ -707,11 +744,11 @@ impl Log {
         }
         seg.publish(pos);
         let mut txn_change = false;
-        for (p, h) in parts.iter().zip(&headers) {
+        for (h, marker) in headers.iter().zip(&markers) {
             st.producers.update(h);
-            if h.is_control() && h.producer_id >= 0 {
-                if let Some(commit) = marker_is_commit(p) {
-                    st.producers.complete_txn(h, commit);
+            if let Some(m) = marker {
+                if let Some(a) = st.producers.complete_txn(h, *m) {
+                    s.aborted.write().push(a);
                 }
             }
             txn_change |= h.is_transactional() || h.is_control();
@@ -1096,10 +1133,8 @@ impl Log {
         })?;
         self.expire_producers(PRODUCER_ID_EXPIRATION_MS);
         {
-            let mut st = s.append.lock();
-            if st.producers.prune_aborted(s.log_start()) {
-                s.publish_txn_state(&st.producers);
-            }
+            let _st = s.append.lock();
+            s.aborted.write().prune_below(s.log_start());
         }
         Ok(stats)
     }
@@ -1180,13 +1215,38 @@ impl Log {
     /// Aborted transactions overlapping [`from`, `upper`) (what a read_committed fetch from
     /// `from` bounded by `upper` must report), oldest first.
     pub fn aborted_transactions(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
-        let all = Arc::clone(&self.shared.aborted.read());
-        let i = all.partition_point(|a| a.last_offset < from);
-        all[i..]
-            .iter()
-            .filter(|a| a.first_offset < upper)
-            .copied()
-            .collect()
+        self.shared.aborted.read().overlapping(from, upper)
+    }
+
+    /// Appends a transaction marker (COMMIT or ABORT control batch) for `producer_id`, as
+    /// the partition leader does for WriteTxnMarkers. Fenced by an older producer epoch
+    /// (INVALID_PRODUCER_EPOCH) or an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED);
+    /// closes the producer's open transaction here, if any.
+    pub fn append_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, AppendError> {
+        let batch = record::build_end_txn_marker(
+            producer_id,
+            producer_epoch,
+            marker,
+            self.shared.clock.now_ms(),
+        )?;
+        self.append(batch, leader_epoch)
+    }
+
+    /// Whether `producer_id` has an open transaction on this partition (its first
+    /// transactional batch is here and no marker has closed it yet).
+    pub fn has_ongoing_transaction(&self, producer_id: i64) -> bool {
+        self.shared.append.lock().producers.has_ongoing(producer_id)
+    }
+
+    /// The producers this partition knows (DescribeProducers), ordered by id.
+    pub fn producers(&self) -> Vec<ProducerSnapshot> {
+        self.shared.append.lock().producers.snapshots()
     }
 
     /// The epoch and last sequence of a producer, if the log has state for it.
@@ -1215,6 +1275,7 @@ impl Log {
         s.closed.store(true, Ordering::Release);
         let active = s.active();
         active.write_indexes()?;
+        s.write_txn_index(&active)?;
         s.write_snapshot(&st.producers, s.leo())?;
         write_file_atomic(&s.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         sync_dir(&s.dir)?;
@@ -1250,20 +1311,6 @@ impl Log {
 impl Drop for Log {
     fn drop(&mut self) {
         self.stop_flusher();
-    }
-}
-
-/// Whether the control batch `batch` is a COMMIT (true) or ABORT (false) marker; None for
-/// other control records or undecodable bytes. The control record key is version (i16)
-/// then type (i16): 0 abort, 1 commit.
-fn marker_is_commit(batch: &[u8]) -> Option<bool> {
-    let bytes = Bytes::copy_from_slice(batch);
-    let (_, mut records) = decode_records(&bytes, 1 << 20).ok()?;
-    let key = records.next()?.ok()?.key?;
-    match key.get(2..4)? {
-        [0, 0] => Some(false),
-        [0, 1] => Some(true),
-        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
-//! Producer state: per producer id, its epoch and its last 5 batches; and transactions:
-//! the first offset of each open transaction (which bounds the last stable offset) and the
-//! aborted ones (which read_committed fetches must be told about).
+//! Producer state: per producer id, its epoch, the coordinator epoch of its last transaction
+//! marker and its last 5 batches; and the first offset of each open transaction (which bounds
+//! the last stable offset). Completing a transaction with an ABORT marker yields the entry the
+//! log adds to its aborted-transaction index (`txn_index`).
 //!
 //! Kept with the log: rebuilt on recovery from the newest snapshot file
 //! `<offset>.snapshot` plus the batches after it, so a retried batch can be answered with
@@ -9,12 +10,15 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use record::BatchHeader;
+use record::{BatchHeader, EndTxnMarker};
 
 use crate::error::AppendError;
+use crate::txn_index::AbortedTxn;
 
 /// Kafka keeps this many batches per producer for duplicate detection.
 pub const RETAINED_BATCHES: usize = 5;
+/// The producer-state snapshot format written now.
+const SNAPSHOT_VERSION: u16 = 2;
 
 /// One appended batch of a producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,12 +30,26 @@ pub(crate) struct BatchMeta {
     pub max_timestamp: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
     /// Largest batch max timestamp seen (Kafka's `lastTimestamp`), for expiry.
     pub last_timestamp: i64,
+    /// Coordinator epoch of the last transaction marker (-1 before any): a marker from an
+    /// older coordinator is fenced.
+    pub coordinator_epoch: i32,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp: 0,
+            coordinator_epoch: -1,
+        }
+    }
 }
 
 impl ProducerEntry {
@@ -49,22 +67,24 @@ pub(crate) enum Check {
     Duplicate(BatchMeta),
 }
 
-/// An aborted transaction: its producer and its offset range, up to its abort marker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AbortedTxn {
-    pub producer_id: i64,
-    pub first_offset: i64,
-    /// Offset of the abort marker.
-    pub last_offset: i64,
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProducerStateMap {
     pub producers: HashMap<i64, ProducerEntry>,
     /// Open transactions: producer id -> first offset.
     pub ongoing: HashMap<i64, i64>,
-    /// Aborted transactions in marker order.
-    pub aborted: Vec<AbortedTxn>,
+}
+
+/// A producer as DescribeProducers shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerSnapshot {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 when the producer has no retained batch.
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
+    /// First offset of its open transaction, -1 when none.
+    pub current_txn_start_offset: i64,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -79,8 +99,15 @@ impl ProducerStateMap {
     /// Kafka's rules: an older epoch is fenced; a new epoch must start at sequence 0 (unless
     /// the producer is unknown, e.g. its state expired with retention); within an epoch a
     /// batch equal to one of the last 5 is a duplicate, otherwise it must follow the last
-    /// sequence exactly.
-    pub fn check(&self, h: &BatchHeader) -> Result<Check, AppendError> {
+    /// sequence exactly. A transaction marker (`marker`, for control batches) is fenced by an
+    /// older producer epoch or an older coordinator epoch. A producer with an open transaction
+    /// may only write transactional batches until the marker. Batches without a sequence
+    /// (written by a coordinator, e.g. transactional offset commits) are only fenced.
+    pub fn check(
+        &self,
+        h: &BatchHeader,
+        marker: Option<EndTxnMarker>,
+    ) -> Result<Check, AppendError> {
         if h.producer_id < 0 {
             return Ok(Check::Append);
         }
@@ -95,7 +122,23 @@ impl ProducerStateMap {
             });
         }
         if h.is_control() {
-            // Transaction markers are written by the coordinator; only fencing applies.
+            if let Some(m) = marker {
+                if m.coordinator_epoch < entry.coordinator_epoch {
+                    return Err(AppendError::CoordinatorFenced {
+                        producer_id: h.producer_id,
+                        coordinator_epoch: m.coordinator_epoch,
+                        current: entry.coordinator_epoch,
+                    });
+                }
+            }
+            return Ok(Check::Append);
+        }
+        if !h.is_transactional() && self.ongoing.contains_key(&h.producer_id) {
+            return Err(AppendError::InvalidTxnState {
+                producer_id: h.producer_id,
+            });
+        }
+        if h.base_sequence < 0 {
             return Ok(Check::Append);
         }
         if h.producer_epoch > entry.epoch {
@@ -160,17 +203,23 @@ impl ProducerStateMap {
         });
     }
 
-    /// Applies a transaction marker (a control batch) at `h.base_offset`.
-    pub fn complete_txn(&mut self, h: &BatchHeader, commit: bool) {
-        if let Some(first_offset) = self.ongoing.remove(&h.producer_id) {
-            if !commit {
-                self.aborted.push(AbortedTxn {
-                    producer_id: h.producer_id,
-                    first_offset,
-                    last_offset: h.base_offset,
-                });
-            }
+    /// Applies a transaction marker (a control batch) at `h.base_offset`: closes the
+    /// producer's open transaction, records the coordinator epoch, and for an ABORT returns
+    /// the aborted-transaction entry (None when no transaction was open here, or on commit).
+    pub fn complete_txn(&mut self, h: &BatchHeader, marker: EndTxnMarker) -> Option<AbortedTxn> {
+        if let Some(e) = self.producers.get_mut(&h.producer_id) {
+            e.coordinator_epoch = e.coordinator_epoch.max(marker.coordinator_epoch);
         }
+        let first_offset = self.ongoing.remove(&h.producer_id)?;
+        if marker.commit {
+            return None;
+        }
+        Some(AbortedTxn {
+            producer_id: h.producer_id,
+            first_offset,
+            last_offset: h.base_offset,
+            last_stable_offset: self.first_unstable_offset().unwrap_or(h.base_offset + 1),
+        })
     }
 
     /// The first offset of the oldest open transaction.
@@ -178,11 +227,27 @@ impl ProducerStateMap {
         self.ongoing.values().min().copied()
     }
 
-    /// Forgets aborted transactions that ended below the log start.
-    pub fn prune_aborted(&mut self, log_start: i64) -> bool {
-        let before = self.aborted.len();
-        self.aborted.retain(|a| a.last_offset >= log_start);
-        before != self.aborted.len()
+    /// Whether the producer has an open transaction on this partition.
+    pub fn has_ongoing(&self, producer_id: i64) -> bool {
+        self.ongoing.contains_key(&producer_id)
+    }
+
+    /// Every known producer, ordered by id.
+    pub fn snapshots(&self) -> Vec<ProducerSnapshot> {
+        let mut out: Vec<ProducerSnapshot> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| ProducerSnapshot {
+                producer_id: id,
+                producer_epoch: e.epoch,
+                last_sequence: e.last_seq(),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: self.ongoing.get(&id).copied().unwrap_or(-1),
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
     }
 
     pub fn get(&self, producer_id: i64) -> Option<(i16, i32)> {
@@ -195,8 +260,12 @@ impl ProducerStateMap {
     /// measured, as there, from the producer's newest batch timestamp); returns how many.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        let ongoing = &self.ongoing;
+        // A producer with an open transaction is never expired (as in Kafka): its state is
+        // what the transaction marker will close.
+        self.producers.retain(|id, e| {
+            ongoing.contains_key(id) || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
         before - self.producers.len()
     }
 
@@ -209,10 +278,12 @@ impl ProducerStateMap {
             .is_some_and(|b| b.last_offset == last_offset)
     }
 
-    /// Snapshot file body: version, count, entries, CRC32C trailer.
+    /// Snapshot file body (version 2): version, producer count, producers (id, epoch, last
+    /// timestamp, coordinator epoch, batches), open transactions, CRC32C trailer. Aborted
+    /// transactions live in the `.txnindex` files, not here.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8 + self.producers.len() * 64);
-        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<_> = self.producers.keys().copied().collect();
         ids.sort_unstable();
@@ -221,6 +292,7 @@ impl ProducerStateMap {
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&e.epoch.to_be_bytes());
             out.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             out.push(e.batches.len() as u8);
             for b in &e.batches {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -237,19 +309,15 @@ impl ProducerStateMap {
             out.extend_from_slice(&pid.to_be_bytes());
             out.extend_from_slice(&first.to_be_bytes());
         }
-        out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
-        for a in &self.aborted {
-            out.extend_from_slice(&a.producer_id.to_be_bytes());
-            out.extend_from_slice(&a.first_offset.to_be_bytes());
-            out.extend_from_slice(&a.last_offset.to_be_bytes());
-        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
         out
     }
 
-    /// Decodes a snapshot; None on any inconsistency (the caller then replays the log).
-    pub fn decode(bytes: &[u8]) -> Option<ProducerStateMap> {
+    /// Decodes a snapshot (version 1 or 2); None on any inconsistency (the caller then
+    /// replays the log). Version 1 snapshots also listed aborted transactions; they are
+    /// returned beside the map so the log can index them.
+    pub fn decode(bytes: &[u8]) -> Option<(ProducerStateMap, Vec<AbortedTxn>)> {
         if bytes.len() < 10 {
             return None;
         }
@@ -258,7 +326,8 @@ impl ProducerStateMap {
             return None;
         }
         let mut r = Reader { b: body, pos: 0 };
-        if r.u16()? != 1 {
+        let version = r.u16()?;
+        if version != 1 && version != SNAPSHOT_VERSION {
             return None;
         }
         let count = r.u32()? as usize;
@@ -271,6 +340,7 @@ impl ProducerStateMap {
             let id = r.i64()?;
             let epoch = r.u16()? as i16;
             let last_timestamp = r.i64()?;
+            let coordinator_epoch = if version >= 2 { r.u32()? as i32 } else { -1 };
             let n = r.u8()? as usize;
             if n > RETAINED_BATCHES {
                 return None;
@@ -291,6 +361,7 @@ impl ProducerStateMap {
                     epoch,
                     batches,
                     last_timestamp,
+                    coordinator_epoch,
                 },
             );
         }
@@ -303,19 +374,26 @@ impl ProducerStateMap {
             let first = r.i64()?;
             map.ongoing.insert(pid, first);
         }
-        let n = r.u32()? as usize;
-        if n > body.len() / 24 {
-            return None;
+        let mut legacy_aborted = Vec::new();
+        if version == 1 {
+            let n = r.u32()? as usize;
+            if n > body.len() / 24 {
+                return None;
+            }
+            legacy_aborted.reserve(n);
+            for _ in 0..n {
+                let producer_id = r.i64()?;
+                let first_offset = r.i64()?;
+                let last_offset = r.i64()?;
+                legacy_aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset,
+                    last_offset,
+                    last_stable_offset: last_offset + 1,
+                });
+            }
         }
-        map.aborted.reserve(n);
-        for _ in 0..n {
-            map.aborted.push(AbortedTxn {
-                producer_id: r.i64()?,
-                first_offset: r.i64()?,
-                last_offset: r.i64()?,
-            });
-        }
-        (r.pos == body.len()).then_some(map)
+        (r.pos == body.len()).then_some((map, legacy_aborted))
     }
 }
 
@@ -367,30 +445,33 @@ mod tests {
     fn sequence_rules() {
         let mut m = ProducerStateMap::default();
         let h = header(7, 0, 0, 3, 0);
-        assert_eq!(m.check(&h).unwrap(), Check::Append);
+        assert_eq!(m.check(&h, None).unwrap(), Check::Append);
         m.update(&h);
-        assert!(matches!(m.check(&h).unwrap(), Check::Duplicate(b) if b.base_offset == 0));
+        assert!(matches!(m.check(&h, None).unwrap(), Check::Duplicate(b) if b.base_offset == 0));
         let gap = header(7, 0, 5, 1, 3);
         assert!(matches!(
-            m.check(&gap),
+            m.check(&gap, None),
             Err(AppendError::OutOfOrderSequence { expected: 3, .. })
         ));
         let next = header(7, 0, 3, 1, 3);
-        assert_eq!(m.check(&next).unwrap(), Check::Append);
+        assert_eq!(m.check(&next, None).unwrap(), Check::Append);
         m.update(&next);
         let old_epoch = header(7, -1, 4, 1, 4);
         assert!(matches!(
-            m.check(&old_epoch),
+            m.check(&old_epoch, None),
             Err(AppendError::InvalidProducerEpoch { .. })
         ));
         let new_epoch_bad = header(7, 1, 4, 1, 4);
-        assert!(m.check(&new_epoch_bad).is_err());
+        assert!(m.check(&new_epoch_bad, None).is_err());
         let new_epoch = header(7, 1, 0, 1, 4);
-        assert_eq!(m.check(&new_epoch).unwrap(), Check::Append);
+        assert_eq!(m.check(&new_epoch, None).unwrap(), Check::Append);
         m.update(&new_epoch);
         assert_eq!(m.get(7), Some((1, 0)));
         // Unknown producers are accepted at any sequence, as Kafka does after state expiry.
-        assert_eq!(m.check(&header(8, 0, 42, 1, 5)).unwrap(), Check::Append);
+        assert_eq!(
+            m.check(&header(8, 0, 42, 1, 5), None).unwrap(),
+            Check::Append
+        );
     }
 
     #[test]
@@ -411,10 +492,71 @@ mod tests {
             ));
             BatchHeader::parse(&b.build().unwrap()).unwrap()
         };
-        assert!(m.check(&marker(1)).is_err());
-        assert_eq!(m.check(&marker(2)).unwrap(), Check::Append);
+        let mk = |commit, coordinator_epoch| EndTxnMarker {
+            commit,
+            coordinator_epoch,
+        };
+        assert!(m.check(&marker(1), Some(mk(true, 0))).is_err());
+        assert_eq!(
+            m.check(&marker(2), Some(mk(true, 0))).unwrap(),
+            Check::Append
+        );
         m.update(&marker(3));
+        assert_eq!(m.complete_txn(&marker(3), mk(false, 5)), None);
         assert_eq!(m.get(3), Some((3, -1)));
+        // A marker from an older coordinator is fenced.
+        assert!(matches!(
+            m.check(&marker(3), Some(mk(true, 4))),
+            Err(AppendError::CoordinatorFenced { current: 5, .. })
+        ));
+        assert_eq!(
+            m.check(&marker(3), Some(mk(true, 5))).unwrap(),
+            Check::Append
+        );
+    }
+
+    #[test]
+    fn transactions_open_and_close_by_marker() {
+        let mut m = ProducerStateMap::default();
+        let mut b = BatchBuilder::new(Compression::None)
+            .base_offset(4)
+            .producer(9, 0, 0)
+            .transactional(true);
+        b.push(NewRecord::value("t"));
+        let h = BatchHeader::parse(&b.build().unwrap()).unwrap();
+        m.update(&h);
+        assert!(m.has_ongoing(9));
+        assert_eq!(m.first_unstable_offset(), Some(4));
+        // No plain writes while the transaction is open.
+        assert!(matches!(
+            m.check(&header(9, 0, 1, 1, 5), None),
+            Err(AppendError::InvalidTxnState { .. })
+        ));
+        let mut mk = BatchBuilder::new(Compression::None)
+            .base_offset(7)
+            .producer(9, 0, -1)
+            .transactional(true)
+            .control(true);
+        mk.push(NewRecord::value("m"));
+        let mh = BatchHeader::parse(&mk.build().unwrap()).unwrap();
+        let a = m.complete_txn(
+            &mh,
+            EndTxnMarker {
+                commit: false,
+                coordinator_epoch: 0,
+            },
+        );
+        assert_eq!(
+            a,
+            Some(AbortedTxn {
+                producer_id: 9,
+                first_offset: 4,
+                last_offset: 7,
+                last_stable_offset: 8
+            })
+        );
+        assert!(!m.has_ongoing(9));
+        assert_eq!(m.snapshots()[0].current_txn_start_offset, -1);
     }
 
     #[test]
@@ -436,9 +578,9 @@ mod tests {
             m.update(&header(1, 0, i, 1, i64::from(i)));
         }
         assert_eq!(m.producers[&1].batches.len(), RETAINED_BATCHES);
-        assert!(m.check(&header(1, 0, 0, 1, 0)).is_err());
+        assert!(m.check(&header(1, 0, 0, 1, 0), None).is_err());
         assert!(matches!(
-            m.check(&header(1, 0, 2, 1, 0)).unwrap(),
+            m.check(&header(1, 0, 2, 1, 0), None).unwrap(),
             Check::Duplicate(_)
         ));
     }
@@ -450,13 +592,9 @@ mod tests {
             m.update(&header(i, 2, 0, 2, i * 10));
         }
         m.ongoing.insert(1, 10);
-        m.aborted.push(AbortedTxn {
-            producer_id: 2,
-            first_offset: 3,
-            last_offset: 9,
-        });
+        m.producers.get_mut(&2).unwrap().coordinator_epoch = 4;
         let enc = m.encode();
-        assert_eq!(ProducerStateMap::decode(&enc), Some(m));
+        assert_eq!(ProducerStateMap::decode(&enc), Some((m, Vec::new())));
         for cut in 0..enc.len() {
             assert!(ProducerStateMap::decode(&enc[..cut]).is_none());
         }

@@ -196,7 +196,7 @@ impl Segment {
             .truncate(true)
             .open(&path)
             .map_err(|e| StorageError::io("create segment", &path, e))?;
-        for ext in ["index", "timeindex"] {
+        for ext in ["index", "timeindex", "txnindex"] {
             let p = dir.join(file_name(base, ext));
             let _ = fs::remove_file(p);
         }
@@ -557,7 +557,13 @@ impl Segment {
 
     /// Deletes the segment's files. Open descriptors (readers) stay valid.
     pub fn delete_files(&self) -> Result<(), StorageError> {
-        for p in [self.log_path(), self.index_path(), self.time_index_path()] {
+        let txn_index = crate::txn_index::txn_index_path(&self.dir, self.base_offset);
+        for p in [
+            self.log_path(),
+            self.index_path(),
+            self.time_index_path(),
+            txn_index,
+        ] {
             match fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

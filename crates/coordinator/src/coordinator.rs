@@ -23,19 +23,22 @@ use protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use protocol::messages::{
     BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse,
     ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
     OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-    SyncGroupRequest, TopicName,
+    SyncGroupRequest, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use protocol::{RequestKind, ResponseKind};
 
 use crate::group::{s, Env, Group, GroupState, JoinParams, JoinResult, Pending, SyncResult};
 use crate::records::{self, OffsetValue, RecordKey};
-use crate::{CoordinatorConfig, Error, GroupSnapshot, Output, Record, RequestContext};
+use crate::{CoordinatorConfig, Error, GroupSnapshot, Output, Record, RequestContext, TxnRecords};
 
 /// Kafka's partition of `__consumer_offsets` for a group:
 /// `Utils.abs(groupId.hashCode) % partitions`, with Java's UTF-16 `String.hashCode`.
@@ -49,8 +52,11 @@ pub fn partition_for(group_id: &str, num_partitions: i32) -> i32 {
     abs % num_partitions.max(1)
 }
 
-/// One topic of an offset fetch: partitions with their committed offset, if any.
-type FetchedTopic<'a> = (String, Vec<(i32, Option<&'a OffsetValue>)>);
+/// One topic of an offset fetch: partitions with their committed offset, if any, and the
+/// error to report for the partition (UNSTABLE_OFFSET_COMMIT while a transaction holds an
+/// offset for it and the client asked for stable offsets).
+type FetchedTopic<'a> = (String, Vec<FetchedPartition<'a>>);
+type FetchedPartition<'a> = (i32, Option<&'a OffsetValue>, ErrorCode);
 
 /// Where a coordinator is, for FindCoordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,6 +183,9 @@ pub struct GroupCoordinator {
     loading_partitions: BTreeSet<i32>,
     next_retention_check_ms: Option<i64>,
     ids: MemberIdGenerator,
+    /// Counts offset records in `__consumer_offsets` order (replayed, then written), to
+    /// order transactional offsets against plain commits.
+    record_seq: u64,
 }
 
 /// Which validation an API applies to the group id (Kafka's `isValidGroupId`).
@@ -194,6 +203,7 @@ impl GroupCoordinator {
             owned_partitions: BTreeSet::new(),
             loading_partitions: BTreeSet::new(),
             next_retention_check_ms: None,
+            record_seq: 0,
             ids: MemberIdGenerator::new(),
         }
     }
@@ -616,7 +626,13 @@ impl GroupCoordinator {
         }
         if error.is_none() {
             error = self.groups.get_mut(&group_id).and_then(|g| {
-                g.validate_offset_commit(&member_id, instance_id.as_deref(), generation, now_ms)
+                g.validate_offset_commit(
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    false,
+                    now_ms,
+                )
             });
         }
         // v2-v4 carry a retention time; -1 means the broker's retention.
@@ -651,7 +667,12 @@ impl GroupCoordinator {
                                 ),
                                 value: Some(records::encode_offset_value(&value)),
                             });
-                            g.offsets.insert((topic.clone(), p.partition_index), value);
+                            self.record_seq += 1;
+                            g.commit_offset(
+                                (topic.clone(), p.partition_index),
+                                value,
+                                self.record_seq,
+                            );
                         }
                         ErrorCode::None
                     }
@@ -676,28 +697,32 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> Result<Vec<FetchedTopic<'_>>, ErrorCode> {
         if let Some(e) = self.validate(group_id, EmptyGroupId::Allowed) {
             return Err(e);
         }
         let group = self.groups.get(group_id);
+        let entry = |t: &str, p: i32| -> (i32, Option<&OffsetValue>, ErrorCode) {
+            let key = (t.to_string(), p);
+            if require_stable && group.is_some_and(|g| g.has_pending_txn_offset(&key)) {
+                return (p, None, ErrorCode::UnstableOffsetCommit);
+            }
+            (p, group.and_then(|g| g.offsets.get(&key)), ErrorCode::None)
+        };
         Ok(match topics {
             Some(topics) => topics
                 .into_iter()
                 .map(|(t, parts)| {
-                    let parts = parts
-                        .into_iter()
-                        .map(|p| (p, group.and_then(|g| g.offsets.get(&(t.clone(), p)))))
-                        .collect();
+                    let parts = parts.into_iter().map(|p| entry(&t, p)).collect();
                     (t, parts)
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<&OffsetValue>)>> =
-                    BTreeMap::new();
+                let mut by_topic: BTreeMap<String, Vec<FetchedPartition<'_>>> = BTreeMap::new();
                 if let Some(g) = group {
-                    for ((t, p), v) in &g.offsets {
-                        by_topic.entry(t.clone()).or_default().push((*p, Some(v)));
+                    for (t, p) in g.offsets.keys() {
+                        by_topic.entry(t.clone()).or_default().push(entry(t, *p));
                     }
                 }
                 by_topic.into_iter().collect()
@@ -725,7 +750,7 @@ impl GroupCoordinator {
                 });
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
-                match self.fetch_offsets(&group_id, topics) {
+                match self.fetch_offsets(&group_id, topics, req.require_stable) {
                     Ok(topics) => {
                         rg.topics = topics
                             .into_iter()
@@ -734,9 +759,10 @@ impl GroupCoordinator {
                                 rt.name = TopicName(s(&t));
                                 rt.partitions = parts
                                     .into_iter()
-                                    .map(|(p, o)| {
+                                    .map(|(p, o, e)| {
                                         let mut rp = OffsetFetchResponsePartitions::default();
                                         rp.partition_index = p;
+                                        rp.error_code = e.code();
                                         rp.committed_offset = o.map_or(-1, |o| o.offset);
                                         rp.committed_leader_epoch =
                                             o.map_or(-1, |o| o.leader_epoch);
@@ -771,7 +797,8 @@ impl GroupCoordinator {
                 rp.error_code = e.code();
                 rp
             };
-            match self.fetch_offsets(&group_id, requested.clone()) {
+            let require_stable = v >= 7 && req.require_stable;
+            match self.fetch_offsets(&group_id, requested.clone(), require_stable) {
                 Ok(topics) => {
                     resp.topics = topics
                         .into_iter()
@@ -780,7 +807,7 @@ impl GroupCoordinator {
                             rt.name = TopicName(s(&t));
                             rt.partitions = parts
                                 .into_iter()
-                                .map(|(p, o)| partition(p, o, ErrorCode::None))
+                                .map(|(p, o, e)| partition(p, o, e))
                                 .collect();
                             rt
                         })
@@ -1055,6 +1082,7 @@ impl GroupCoordinator {
             RequestKind::ListGroups(r) => self.list_groups(ctx, r, now_ms),
             RequestKind::DescribeGroups(r) => self.describe_groups(ctx, r, now_ms),
             RequestKind::DeleteGroups(r) => self.delete_groups(ctx, r, now_ms),
+            RequestKind::TxnOffsetCommit(r) => self.txn_offset_commit(ctx, r, now_ms),
             other => return Err(other),
         })
     }
@@ -1074,7 +1102,7 @@ impl GroupCoordinator {
                 .cloned()
                 .collect();
             for (topic, partition) in doomed {
-                g.offsets.remove(&(topic.clone(), partition));
+                g.remove_offset(&(topic.clone(), partition));
                 out.records.push(Record {
                     partition: g.partition,
                     key: records::encode_offset_key(&g.id, &topic, partition),
@@ -1083,6 +1111,166 @@ impl GroupCoordinator {
             }
         }
         out
+    }
+
+    // ---- transactions -------------------------------------------------------------------------
+
+    /// TxnOffsetCommit (v0-v5): offsets committed inside a producer's transaction. They are
+    /// written as a transactional batch of the producer ([`Output::txn_records`]) and stay
+    /// pending (invisible to OffsetFetch, which reports UNSTABLE_OFFSET_COMMIT to clients that
+    /// require stable offsets) until [`GroupCoordinator::complete_txn`]. The runtime has
+    /// already checked, with the transaction coordinator, that the producer's transaction
+    /// contains the group's partition (KIP-890), so a stale epoch never gets here.
+    pub fn txn_offset_commit(
+        &mut self,
+        ctx: &RequestContext,
+        req: TxnOffsetCommitRequest,
+        now_ms: i64,
+    ) -> Output {
+        let mut out = Output::default();
+        let v = ctx.api_version;
+        let group_id = req.group_id.0.to_string();
+        let (member_id, generation, instance_id) = if v >= 3 {
+            (
+                req.member_id.to_string(),
+                req.generation_id,
+                req.group_instance_id.as_deref().map(str::to_string),
+            )
+        } else {
+            (String::new(), -1, None)
+        };
+        let mut error = self.validate(&group_id, EmptyGroupId::Invalid);
+        if error.is_none() && !self.groups.contains_key(&group_id) {
+            if generation < 0 {
+                let partition = self.partition_for(&group_id);
+                self.groups
+                    .insert(group_id.clone(), Group::new(&group_id, partition));
+            } else {
+                error = Some(ErrorCode::IllegalGeneration);
+            }
+        }
+        if error.is_none() {
+            error = self.groups.get_mut(&group_id).and_then(|g| {
+                if g.state == GroupState::Dead {
+                    return Some(ErrorCode::CoordinatorNotAvailable);
+                }
+                g.validate_offset_commit(
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    true,
+                    now_ms,
+                )
+            });
+        }
+        let max_metadata = self.config.offset_metadata_max_bytes;
+        let producer_id = req.producer_id.0;
+        let mut resp = TxnOffsetCommitResponse::default();
+        let mut records = Vec::new();
+        for t in req.topics {
+            let topic = t.name.0.to_string();
+            let mut rt = TxnOffsetCommitResponseTopic::default();
+            rt.name = t.name.clone();
+            for p in t.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+                let e = match error {
+                    Some(e) => e,
+                    None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    None => {
+                        let value = OffsetValue {
+                            offset: p.committed_offset,
+                            leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                            expire_timestamp_ms: None,
+                        };
+                        if let Some(g) = self.groups.get_mut(&group_id) {
+                            records.push(Record {
+                                partition: g.partition,
+                                key: records::encode_offset_key(
+                                    &group_id,
+                                    &topic,
+                                    p.partition_index,
+                                ),
+                                value: Some(records::encode_offset_value(&value)),
+                            });
+                            self.record_seq += 1;
+                            g.pending_txn.entry(producer_id).or_default().insert(
+                                (topic.clone(), p.partition_index),
+                                (value, self.record_seq),
+                            );
+                        }
+                        ErrorCode::None
+                    }
+                };
+                let mut rp = TxnOffsetCommitResponsePartition::default();
+                rp.partition_index = p.partition_index;
+                rp.error_code = e.code();
+                rt.partitions.push(rp);
+            }
+            resp.topics.push(rt);
+        }
+        if !records.is_empty() {
+            let partition = self.partition_for(&group_id);
+            out.txn_records.push(TxnRecords {
+                producer_id,
+                producer_epoch: req.producer_epoch,
+                partition,
+                records,
+            });
+        }
+        self.with_group(&group_id, now_ms, &mut out, |_, _, _| ());
+        out.responses
+            .push((ctx.token, ResponseKind::TxnOffsetCommit(resp)));
+        out
+    }
+
+    /// A transaction marker was written to `__consumer_offsets` partition `partition` for
+    /// `producer_id` (or replayed): its pending offsets in that partition's groups become
+    /// committed (commit) or are dropped (abort). A marker for a producer without pending
+    /// offsets changes nothing.
+    pub fn complete_txn(&mut self, producer_id: i64, partition: i32, commit: bool) {
+        for g in self
+            .groups
+            .values_mut()
+            .filter(|g| g.partition == partition)
+        {
+            if g.complete_txn(producer_id, commit) {
+                tracing::debug!(group = %g.id, producer_id, commit, "transactional offsets completed");
+            }
+        }
+    }
+
+    /// Applies one record of a transactional batch of `producer_id` while loading: a
+    /// pending transactional offset until the producer's marker is replayed.
+    pub fn replay_txn(
+        &mut self,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), Error> {
+        match (records::decode_key(key)?, value) {
+            (
+                RecordKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                },
+                Some(v),
+            ) => {
+                let v = records::decode_offset_value(v)?;
+                self.record_seq += 1;
+                let seq = self.record_seq;
+                self.group_entry(&group)
+                    .pending_txn
+                    .entry(producer_id)
+                    .or_default()
+                    .insert((topic, partition), (v, seq));
+                Ok(())
+            }
+            // Kafka writes only offsets transactionally; anything else replays as usual.
+            _ => self.replay(key, value),
+        }
     }
 
     // ---- time ---------------------------------------------------------------------------------
@@ -1153,7 +1341,7 @@ impl GroupCoordinator {
                     .map(|(k, _)| k.clone())
                     .collect();
                 for (topic, partition) in expired {
-                    g.offsets.remove(&(topic.clone(), partition));
+                    g.remove_offset(&(topic.clone(), partition));
                     out.records.push(Record {
                         partition: g.partition,
                         key: records::encode_offset_key(&g.id, &topic, partition),
@@ -1161,7 +1349,10 @@ impl GroupCoordinator {
                     });
                 }
             }
-            if g.state == GroupState::Empty && g.offsets.is_empty() && g.pending_members.is_empty()
+            if g.state == GroupState::Empty
+                && g.offsets.is_empty()
+                && g.pending_members.is_empty()
+                && g.pending_txn.is_empty()
             {
                 dead.push(g.id.clone());
             }
@@ -1191,14 +1382,18 @@ impl GroupCoordinator {
             } => match value {
                 Some(v) => {
                     let v = records::decode_offset_value(v)?;
+                    self.record_seq += 1;
+                    let seq = self.record_seq;
                     self.group_entry(&group)
-                        .offsets
-                        .insert((topic, partition), v);
+                        .commit_offset((topic, partition), v, seq);
                 }
                 None => {
                     if let Some(g) = self.groups.get_mut(&group) {
-                        g.offsets.remove(&(topic, partition));
-                        if g.offsets.is_empty() && g.members.is_empty() && g.protocol_type.is_none()
+                        g.remove_offset(&(topic, partition));
+                        if g.offsets.is_empty()
+                            && g.members.is_empty()
+                            && g.protocol_type.is_none()
+                            && g.pending_txn.is_empty()
                         {
                             self.groups.remove(&group);
                         }

@@ -21,6 +21,10 @@ use protocol::{ResponseKind, StrBytes};
 use crate::records::{self, GroupValue, MemberValue, OffsetValue};
 use crate::{CoordinatorConfig, Output, Record, RequestToken};
 
+/// A producer's offsets committed in its open transaction: partition -> (offset, record
+/// position).
+pub(crate) type PendingOffsets = BTreeMap<(String, i32), (OffsetValue, u64)>;
+
 /// The states of a classic group, with Kafka's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GroupState {
@@ -266,6 +270,12 @@ pub(crate) struct Group {
     pub new_member_added: bool,
     pub subscribed_topics: Option<BTreeSet<String>>,
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// The position (in `__consumer_offsets` record order) of each committed offset's record,
+    /// so a transactional offset only replaces an older one when its transaction commits.
+    pub offset_seq: HashMap<(String, i32), u64>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit), by producer id: they
+    /// become committed offsets when the transaction commits, and vanish if it aborts.
+    pub pending_txn: BTreeMap<i64, PendingOffsets>,
 }
 
 impl Group {
@@ -289,6 +299,8 @@ impl Group {
             new_member_added: false,
             subscribed_topics: None,
             offsets: BTreeMap::new(),
+            offset_seq: HashMap::new(),
+            pending_txn: BTreeMap::new(),
         }
     }
 
@@ -1085,13 +1097,20 @@ impl Group {
     }
 
     /// Kafka's `validateOffsetCommit` (non-transactional).
+    /// Kafka's `validateOffsetCommit`. Transactional commits (TxnOffsetCommit) from clients
+    /// that send no member information are accepted in any state, and are not refused
+    /// during a rebalance.
     pub fn validate_offset_commit(
         &mut self,
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        transactional: bool,
         now: i64,
     ) -> Option<ErrorCode> {
+        if transactional && generation < 0 && self.state == GroupState::Empty {
+            return None;
+        }
         if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
             if let Some(e) = self.validate_member(member_id, instance_id) {
                 return Some(e);
@@ -1099,12 +1118,15 @@ impl Group {
             if generation != self.generation {
                 return Some(ErrorCode::IllegalGeneration);
             }
-        } else if self.state != GroupState::Empty {
+        } else if !transactional && self.state != GroupState::Empty {
             // Only members may commit while the group has members.
             return Some(ErrorCode::UnknownMemberId);
         }
         match self.state {
-            GroupState::CompletingRebalance => Some(ErrorCode::RebalanceInProgress),
+            GroupState::CompletingRebalance if !transactional => {
+                Some(ErrorCode::RebalanceInProgress)
+            }
+            GroupState::CompletingRebalance => None,
             GroupState::Stable | GroupState::PreparingRebalance => {
                 if let Some(m) = self.members.get_mut(member_id) {
                     m.heartbeat(now);
@@ -1113,6 +1135,40 @@ impl Group {
             }
             GroupState::Empty | GroupState::Dead => None,
         }
+    }
+
+    /// Whether an open transaction holds an offset for the partition.
+    pub fn has_pending_txn_offset(&self, key: &(String, i32)) -> bool {
+        self.pending_txn.values().any(|m| m.contains_key(key))
+    }
+
+    /// Sets a committed offset written at record position `seq`.
+    pub fn commit_offset(&mut self, key: (String, i32), value: OffsetValue, seq: u64) {
+        self.offset_seq.insert(key.clone(), seq);
+        self.offsets.insert(key, value);
+    }
+
+    /// Removes a committed offset.
+    pub fn remove_offset(&mut self, key: &(String, i32)) -> Option<OffsetValue> {
+        self.offset_seq.remove(key);
+        self.offsets.remove(key)
+    }
+
+    /// Ends a producer's transaction for this group: on commit its offsets replace older
+    /// committed ones; on abort they are dropped. True if it had any.
+    pub fn complete_txn(&mut self, producer_id: i64, commit: bool) -> bool {
+        let Some(pending) = self.pending_txn.remove(&producer_id) else {
+            return false;
+        };
+        if commit {
+            for (key, (value, seq)) in pending {
+                let newer = self.offset_seq.get(&key).is_none_or(|&cur| cur < seq);
+                if newer {
+                    self.commit_offset(key, value, seq);
+                }
+            }
+        }
+        true
     }
 
     // ---- persistence ----------------------------------------------------------------------

@@ -38,6 +38,7 @@ mod config;
 mod coordinator;
 mod group;
 pub mod records;
+pub mod txn;
 
 use bytes::Bytes;
 use protocol::ResponseKind;
@@ -45,6 +46,10 @@ use protocol::ResponseKind;
 pub use config::CoordinatorConfig;
 pub use coordinator::{find_coordinator, partition_for, CoordinatorNode, GroupCoordinator};
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot, OffsetSnapshot};
+pub use txn::{
+    MarkerAck, MarkerRequest, TransactionCoordinator, TxnConfig, TxnEnv, TxnOutput, TxnSnapshot,
+    TxnState, TxnWrite, WriteId,
+};
 
 /// Names one in-flight request so a delayed response can be routed back to its connection.
 pub type RequestToken = u64;
@@ -69,11 +74,23 @@ pub struct Record {
     pub value: Option<Bytes>,
 }
 
-/// What a call produced. Persist `records` before sending `responses`.
+/// Records written inside a producer's transaction (TxnOffsetCommit): the runtime appends
+/// them as a transactional batch of that producer id and epoch; they count only once the
+/// transaction's COMMIT marker is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnRecords {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partition: i32,
+    pub records: Vec<Record>,
+}
+
+/// What a call produced. Persist `records` (and `txn_records`) before sending `responses`.
 #[derive(Debug, Default)]
 pub struct Output {
     pub responses: Vec<(RequestToken, ResponseKind)>,
     pub records: Vec<Record>,
+    pub txn_records: Vec<TxnRecords>,
 }
 
 impl Output {
@@ -89,6 +106,7 @@ impl Output {
     pub fn extend(&mut self, other: Output) {
         self.responses.extend(other.responses);
         self.records.extend(other.records);
+        self.txn_records.extend(other.txn_records);
     }
 }
 

@@ -270,7 +270,7 @@ pub fn subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
     Some(topics)
 }
 
-fn put_string(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(b: &mut BytesMut, s: &str) {
     // Kafka strings are at most i16::MAX bytes; longer ones are cut at a char boundary so the
     // record stays decodable (group ids and topics are far below this in practice).
     let s = truncate_utf8(s, i16::MAX as usize);
@@ -278,14 +278,14 @@ fn put_string(b: &mut BytesMut, s: &str) {
     b.put_slice(s.as_bytes());
 }
 
-fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_string(b, s),
         None => b.put_i16(-1),
     }
 }
 
-fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+pub(crate) fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_i32(i32::try_from(v.len()).unwrap_or(i32::MAX));
     b.put_slice(v);
 }
@@ -302,20 +302,20 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 }
 
 /// A bounds-checked big-endian reader; `flexible` switches to compact lengths.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
-    flexible: bool,
+    pub(crate) flexible: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader {
             buf,
             flexible: false,
         }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if n > self.buf.len() {
             return Err(Error::Corrupt("truncated record"));
         }
@@ -331,19 +331,19 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn i16(&mut self) -> Result<i16, Error> {
+    pub(crate) fn i16(&mut self) -> Result<i16, Error> {
         Ok(i16::from_be_bytes(self.array()?))
     }
 
-    fn i32(&mut self) -> Result<i32, Error> {
+    pub(crate) fn i32(&mut self) -> Result<i32, Error> {
         Ok(i32::from_be_bytes(self.array()?))
     }
 
-    fn i64(&mut self) -> Result<i64, Error> {
+    pub(crate) fn i64(&mut self) -> Result<i64, Error> {
         Ok(i64::from_be_bytes(self.array()?))
     }
 
-    fn varint(&mut self) -> Result<u32, Error> {
+    pub(crate) fn varint(&mut self) -> Result<u32, Error> {
         let mut value: u32 = 0;
         for i in 0..5 {
             let b = self.array::<1>()?[0];
@@ -356,7 +356,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length: -1 means null.
-    fn len(&mut self, wide: bool) -> Result<i64, Error> {
+    pub(crate) fn len(&mut self, wide: bool) -> Result<i64, Error> {
         if self.flexible {
             Ok(i64::from(self.varint()?) - 1)
         } else if wide {
@@ -366,7 +366,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn nullable_string(&mut self) -> Result<Option<String>, Error> {
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, Error> {
         let len = self.len(false)?;
         if len < 0 {
             return Ok(None);
@@ -377,7 +377,7 @@ impl<'a> Reader<'a> {
             .map_err(|_| Error::Corrupt("string is not UTF-8"))
     }
 
-    fn string(&mut self) -> Result<String, Error> {
+    pub(crate) fn string(&mut self) -> Result<String, Error> {
         self.nullable_string()?
             .ok_or(Error::Corrupt("null in a non-nullable string"))
     }
@@ -392,7 +392,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An array length, checked against the bytes left given each element's minimum size.
-    fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, Error> {
+    pub(crate) fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, Error> {
         let len = self.len(true)?;
         if len < 0 {
             return Ok(0);
@@ -404,7 +404,26 @@ impl<'a> Reader<'a> {
         Ok(len)
     }
 
-    fn tagged_fields(&mut self) -> Result<(), Error> {
+    /// Reads a tagged-field section, handing each (tag, bytes) to `f`; nothing when not
+    /// flexible.
+    pub(crate) fn tagged_fields_with(
+        &mut self,
+        mut f: impl FnMut(u32, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.varint()?;
+        for _ in 0..count {
+            let tag = self.varint()?;
+            let size = self.varint()?;
+            let data = self.take(size as usize)?;
+            f(tag, data)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn tagged_fields(&mut self) -> Result<(), Error> {
         if !self.flexible {
             return Ok(());
         }

@@ -393,6 +393,48 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "wait for more members before the first rebalance",
     ),
     broker(
+        "transaction.state.log.num.partitions",
+        "50",
+        ConfigType::Int,
+        "partitions of __transaction_state",
+    ),
+    broker(
+        "transaction.state.log.replication.factor",
+        "3",
+        ConfigType::Short,
+        "replicas of __transaction_state (capped at the live brokers when it is created)",
+    ),
+    broker(
+        "transaction.state.log.segment.bytes",
+        "104857600",
+        ConfigType::Int,
+        "segment size of __transaction_state",
+    ),
+    broker(
+        "transaction.max.timeout.ms",
+        "900000",
+        ConfigType::Int,
+        "largest transaction.timeout.ms a producer may ask for",
+    ),
+    broker(
+        "transactional.id.expiration.ms",
+        "604800000",
+        ConfigType::Int,
+        "forget a transactional id idle (no transaction) this long",
+    ),
+    broker(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+        ConfigType::Int,
+        "how often timed-out transactions are looked for and aborted",
+    ),
+    broker(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "3600000",
+        ConfigType::Int,
+        "how often expired transactional ids are removed",
+    ),
+    broker(
         "cluster.id",
         "",
         ConfigType::String,
@@ -656,9 +698,31 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_initial_rebalance_delay_ms: i32,
+    /// The transaction coordinator's settings (Kafka's `transaction.*` keys).
+    pub transactions: TransactionSettings,
     pub cluster_id: Option<String>,
     /// Every key that was set explicitly, validated.
     pub props: BTreeMap<String, String>,
+}
+
+/// The transaction coordinator's settings, with Kafka's names and defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionSettings {
+    /// `transaction.state.log.num.partitions`.
+    pub state_log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor`.
+    pub state_log_replication_factor: i16,
+    /// `transaction.state.log.segment.bytes`.
+    pub state_log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms`: InitProducerId with a larger timeout gets
+    /// INVALID_TRANSACTION_TIMEOUT.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`.
+    pub transactional_id_expiration_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_timed_out_interval_ms: i32,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub remove_expired_interval_ms: i32,
 }
 
 impl Default for BrokerConfig {
@@ -735,6 +799,31 @@ impl BrokerConfig {
             group_min_session_timeout_ms: int("group.min.session.timeout.ms", 0)?,
             group_max_session_timeout_ms: int("group.max.session.timeout.ms", 0)?,
             group_initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 0)?,
+            transactions: TransactionSettings {
+                state_log_num_partitions: int("transaction.state.log.num.partitions", 1)?,
+                state_log_replication_factor: i16::try_from(int(
+                    "transaction.state.log.replication.factor",
+                    1,
+                )?)
+                .map_err(|_| {
+                    ConfigError::new(
+                        "transaction.state.log.replication.factor",
+                        &get("transaction.state.log.replication.factor"),
+                        "too large",
+                    )
+                })?,
+                state_log_segment_bytes: int("transaction.state.log.segment.bytes", 1)?,
+                max_timeout_ms: int("transaction.max.timeout.ms", 1)?,
+                transactional_id_expiration_ms: int("transactional.id.expiration.ms", 1)?,
+                abort_timed_out_interval_ms: int(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    1,
+                )?,
+                remove_expired_interval_ms: int(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    1,
+                )?,
+            },
             cluster_id,
             props,
         };

@@ -6,6 +6,7 @@ pub mod ids;
 
 pub use config::{
     BrokerConfig, CleanupPolicy, ConfigError, ConfigSource, TimestampType, TopicConfig,
+    TransactionSettings,
 };
 pub use error::ErrorCode;
 pub use ids::{LeaderEpoch, NodeId, Offset, ProducerEpoch, ProducerId, TopicId, TopicPartition};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use coordinator::{
-    CoordinatorConfig, GroupCoordinator, GroupState, Output, Record, RequestContext,
+    CoordinatorConfig, GroupCoordinator, GroupState, Output, Record, RequestContext, TxnRecords,
 };
 use protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use protocol::messages::leave_group_request::MemberIdentity;
@@ -54,6 +54,8 @@ pub struct H {
     pub now: i64,
     next: u64,
     pub log: Vec<Record>,
+    /// Transactional batches written (TxnOffsetCommit), in order.
+    pub txn_log: Vec<TxnRecords>,
     pub answers: HashMap<u64, ResponseKind>,
     pub versions: HashMap<u64, i16>,
 }
@@ -73,6 +75,7 @@ impl H {
             now: 0,
             next: 1,
             log: Vec::new(),
+            txn_log: Vec::new(),
             answers: HashMap::new(),
             versions: HashMap::new(),
         }
@@ -87,6 +90,7 @@ impl H {
 
     pub fn absorb(&mut self, out: Output) {
         self.log.extend(out.records);
+        self.txn_log.extend(out.txn_records);
         for (t, r) in out.responses {
             let v = self.versions[&t];
             let mut buf = BytesMut::new();
@@ -355,6 +359,90 @@ impl H {
         r.topics
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect()
+    }
+
+    /// TxnOffsetCommit of producer `pid`: the partition error codes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn txn_commit(
+        &mut self,
+        group: &str,
+        pid: i64,
+        epoch: i16,
+        version: i16,
+        member: &str,
+        generation: i32,
+        offsets: &[(&str, i32, i64)],
+    ) -> Vec<i16> {
+        let t = self.token(version);
+        let mut r = TxnOffsetCommitRequest::default();
+        r.transactional_id = TransactionalId(sb("tx"));
+        r.group_id = GroupId(sb(group));
+        r.producer_id = ProducerId(pid);
+        r.producer_epoch = epoch;
+        if version >= 3 {
+            r.member_id = sb(member);
+            r.generation_id = generation;
+        }
+        let mut topics: Vec<txn_offset_commit_request::TxnOffsetCommitRequestTopic> = Vec::new();
+        for (tn, p, o) in offsets {
+            let mut part = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            part.partition_index = *p;
+            part.committed_offset = *o;
+            match topics.iter_mut().find(|x| x.name.0.as_str() == *tn) {
+                Some(x) => x.partitions.push(part),
+                None => {
+                    let mut x = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                    x.name = TopicName(sb(tn));
+                    x.partitions.push(part);
+                    topics.push(x);
+                }
+            }
+        }
+        r.topics = topics;
+        let ctx = RequestContext {
+            token: t,
+            api_version: version,
+            client_id: "client",
+            client_host: "/127.0.0.1",
+        };
+        let out = self.c.txn_offset_commit(&ctx, r, self.now);
+        self.absorb(out);
+        match &self.answers[&t] {
+            ResponseKind::TxnOffsetCommit(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// OffsetFetch v7 with require_stable: (offset, error) per requested partition.
+    pub fn fetch_stable(&mut self, group: &str, topics: &[(&str, &[i32])]) -> Vec<(i64, i16)> {
+        let t = self.token(7);
+        let mut r = OffsetFetchRequest::default();
+        r.group_id = GroupId(sb(group));
+        r.require_stable = true;
+        r.topics = Some(
+            topics
+                .iter()
+                .map(|(n, ps)| {
+                    let mut x = OffsetFetchRequestTopic::default();
+                    x.name = TopicName(sb(n));
+                    x.partition_indexes = ps.to_vec();
+                    x
+                })
+                .collect(),
+        );
+        let resp = self.run_fetch(t, 7, r);
+        resp.topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (p.committed_offset, p.error_code))
+            })
             .collect()
     }
 

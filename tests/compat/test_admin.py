@@ -305,6 +305,9 @@ def test_kafka_python_describe_log_dirs(broker, kadmin, topic):
     (part,) = topics[topic]["partitions"]
     assert part["partition_index"] == 0
     assert part["partition_size"] > 5000
+    # DescribeLogDirs v4+ (KIP-827): the file store's total and usable bytes, as Kafka reports.
+    assert log_dir["total_bytes"] > 0, log_dir
+    assert 0 <= log_dir["usable_bytes"] <= log_dir["total_bytes"], log_dir
 
 
 # ------------------------------------------------------------------------ aiokafka

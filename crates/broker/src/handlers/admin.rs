@@ -245,7 +245,7 @@ pub fn create_partitions(
 pub fn describe_log_dirs(
     state: &Arc<BrokerState>,
     req: DescribeLogDirsRequest,
-    _version: i16,
+    version: i16,
 ) -> DescribeLogDirsResponse {
     let wanted: Option<HashMap<String, Vec<i32>>> = req.topics.map(|ts| {
         ts.into_iter()
@@ -280,10 +280,25 @@ pub fn describe_log_dirs(
         .collect();
     let dir =
         std::fs::canonicalize(state.data_dir()).unwrap_or_else(|_| state.data_dir().to_path_buf());
-    let result = DescribeLogDirsResult::default()
+    let mut result = DescribeLogDirsResult::default()
         .with_log_dir(str_bytes(dir.display().to_string()))
         .with_topics(topics);
+    if version >= 4 {
+        // Kafka reports the file store's total and usable space (v4+, KIP-827); -1 when unknown.
+        if let Some((total, usable)) = disk_space(&dir) {
+            result = result.with_total_bytes(total).with_usable_bytes(usable);
+        }
+    }
     DescribeLogDirsResponse::default().with_results(vec![result])
+}
+
+/// (total, usable) bytes of the file system holding `dir`, as Java's `FileStore` reports them:
+/// all blocks, and the blocks available to an unprivileged user.
+fn disk_space(dir: &std::path::Path) -> Option<(i64, i64)> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let total = st.f_blocks.checked_mul(st.f_frsize)?;
+    let usable = st.f_bavail.checked_mul(st.f_frsize)?;
+    Some((i64::try_from(total).ok()?, i64::try_from(usable).ok()?))
 }
 
 pub fn init_producer_id(

@@ -12,6 +12,13 @@ use bytes::Bytes;
 use coordinator::{CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext};
 use metadata::NewTopic;
 use model::ErrorCode;
+use protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use protocol::messages::{OffsetCommitResponse, OffsetDeleteResponse, TopicName};
 use protocol::{RequestKind, ResponseKind};
 use record::{BatchBuilder, Compression, NewRecord};
 use std::collections::{BTreeMap, HashMap};
@@ -218,6 +225,18 @@ impl Groups {
             });
             return ctx.ready(ResponseKind::FindCoordinator(resp));
         }
+        // Kafka checks OffsetCommit and OffsetDelete against the cluster's metadata before the
+        // coordinator sees them (KafkaApis): partitions of unknown topics, or past a topic's
+        // partition count, get UNKNOWN_TOPIC_OR_PARTITION and nothing is stored for them.
+        let (body, unknown) = split_unknown_partitions(&state.image(), body);
+        if let (RequestKind::OffsetCommit(r), false) = (&body, unknown.is_empty()) {
+            if r.topics.is_empty() {
+                // Nothing left for the coordinator: Kafka answers without it (no group
+                // checks, no group created).
+                let resp = merge_offset_commit(unknown, OffsetCommitResponse::default());
+                return ctx.ready(ResponseKind::OffsetCommit(resp));
+            }
+        }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending
@@ -260,6 +279,12 @@ impl Groups {
                 _ = cancel.cancelled() => return None,
             };
             match resp {
+                Ok(ResponseKind::OffsetCommit(r)) if !unknown.is_empty() => {
+                    ctx.encode(ResponseKind::OffsetCommit(merge_offset_commit(unknown, r)))
+                }
+                Ok(ResponseKind::OffsetDelete(r)) if !unknown.is_empty() => {
+                    ctx.encode(ResponseKind::OffsetDelete(merge_offset_delete(unknown, r)))
+                }
                 Ok(resp) => ctx.encode(resp),
                 // Dropped: the records could not be persisted.
                 Err(_) => None,
@@ -377,4 +402,112 @@ impl Groups {
             }
         }
     }
+}
+
+/// Partitions a request named that the cluster does not have, by topic, in request order.
+type UnknownPartitions = Vec<(TopicName, Vec<i32>)>;
+
+/// Moves the partitions of `$topics` (request topics with `name` and `partitions`) that
+/// `$image` does not have into `$unknown`, dropping topics left empty.
+macro_rules! take_unknown {
+    ($image:expr, $topics:expr, $unknown:expr) => {{
+        for t in $topics.iter_mut() {
+            let count = $image.topic(&t.name).map_or(0, |i| i.partitions.len());
+            let (known, missing): (Vec<_>, Vec<_>) = std::mem::take(&mut t.partitions)
+                .into_iter()
+                .partition(|p| usize::try_from(p.partition_index).is_ok_and(|i| i < count));
+            if !missing.is_empty() {
+                let indexes = missing.iter().map(|p| p.partition_index).collect();
+                $unknown.push((t.name.clone(), indexes));
+            }
+            t.partitions = known;
+        }
+        $topics.retain(|t| !t.partitions.is_empty());
+    }};
+}
+
+/// Takes the partitions of unknown topics (or past a topic's partition count) out of an
+/// OffsetCommit or OffsetDelete request; other requests pass unchanged.
+fn split_unknown_partitions(
+    image: &metadata::MetadataImage,
+    body: RequestKind,
+) -> (RequestKind, UnknownPartitions) {
+    let mut unknown = Vec::new();
+    let body = match body {
+        RequestKind::OffsetCommit(mut r) => {
+            take_unknown!(image, r.topics, unknown);
+            RequestKind::OffsetCommit(r)
+        }
+        RequestKind::OffsetDelete(mut r) => {
+            take_unknown!(image, r.topics, unknown);
+            RequestKind::OffsetDelete(r)
+        }
+        other => other,
+    };
+    (body, unknown)
+}
+
+/// The unknown partitions first (UNKNOWN_TOPIC_OR_PARTITION), then the coordinator's topics,
+/// merged by topic name as Kafka's response builders do.
+macro_rules! merge_unknown {
+    ($unknown:expr, $coordinator_topics:expr, $topic:ty, $partition:ty) => {{
+        let mut topics: Vec<$topic> = Vec::new();
+        let error = ErrorCode::UnknownTopicOrPartition.code();
+        for (name, parts) in $unknown {
+            let partitions = parts.into_iter().map(|p| {
+                <$partition>::default()
+                    .with_partition_index(p)
+                    .with_error_code(error)
+            });
+            match topics.iter_mut().find(|t| t.name == name) {
+                Some(t) => t.partitions.extend(partitions),
+                None => topics.push(
+                    <$topic>::default()
+                        .with_name(name)
+                        .with_partitions(partitions.collect()),
+                ),
+            }
+        }
+        for t in $coordinator_topics {
+            match topics.iter_mut().find(|u| u.name == t.name) {
+                Some(u) => u.partitions.extend(t.partitions),
+                None => topics.push(t),
+            }
+        }
+        topics
+    }};
+}
+
+fn merge_offset_commit(
+    unknown: UnknownPartitions,
+    coordinator: OffsetCommitResponse,
+) -> OffsetCommitResponse {
+    let topics = merge_unknown!(
+        unknown,
+        coordinator.topics,
+        OffsetCommitResponseTopic,
+        OffsetCommitResponsePartition
+    );
+    OffsetCommitResponse::default()
+        .with_throttle_time_ms(coordinator.throttle_time_ms)
+        .with_topics(topics)
+}
+
+/// A group-level error replaces everything (Kafka's `OffsetDeleteResponse.Builder.merge`).
+fn merge_offset_delete(
+    unknown: UnknownPartitions,
+    coordinator: OffsetDeleteResponse,
+) -> OffsetDeleteResponse {
+    if coordinator.error_code != 0 {
+        return coordinator;
+    }
+    let topics = merge_unknown!(
+        unknown,
+        coordinator.topics,
+        OffsetDeleteResponseTopic,
+        OffsetDeleteResponsePartition
+    );
+    OffsetDeleteResponse::default()
+        .with_throttle_time_ms(coordinator.throttle_time_ms)
+        .with_topics(topics)
 }

@@ -318,6 +318,20 @@ async fn existing_offsets_topic_with_wrong_settings_is_checked_at_startup() {
                 configs,
             })
             .unwrap();
+        // The topic the groups commit to (commits to unknown topics fail, as in Kafka).
+        store
+            .create_topic(
+                metadata::NewTopic {
+                    name: "t".into(),
+                    partitions: 1,
+                    replication_factor: 1,
+                    configs: BTreeMap::new(),
+                },
+                1,
+                1,
+                false,
+            )
+            .unwrap();
     }
     let groups: Vec<String> = (0..8).map(|i| format!("group-{i}")).collect();
     assert!(groups

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::BuildHasher;
 
 use bytes::Bytes;
+use model::acl::ResourceType;
 use model::ErrorCode;
 use protocol::messages::delete_groups_response::DeletableGroupResult;
 use protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -126,10 +127,6 @@ pub fn find_coordinator(
     }
     resp
 }
-
-/// Bits of Kafka's AclOperation codes a classic group supports (READ, DELETE, DESCRIBE,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS): what DescribeGroups reports without an authorizer.
-const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// Produces unique, unguessable member ids (`<client id>-<uuid-like>`) without a uuid crate.
 #[derive(Debug)]
@@ -979,9 +976,6 @@ impl GroupCoordinator {
             let group_id = id.0.to_string();
             let mut dg = DescribedGroup::default();
             dg.group_id = id.clone();
-            if v >= 3 && req.include_authorized_operations {
-                dg.authorized_operations = GROUP_AUTHORIZED_OPERATIONS;
-            }
             if let Some(e) = self.validate(&group_id, EmptyGroupId::Allowed) {
                 dg.error_code = e.code();
             } else if let Some(g) = self.groups.get(&group_id) {
@@ -1017,6 +1011,11 @@ impl GroupCoordinator {
                 dg.error_message = Some(s(&format!("Group {group_id} not found.")));
             } else {
                 dg.group_state = s(GroupState::Dead.name());
+            }
+            // Kafka fills the field only for groups described without error; with no
+            // authorizer the set is every operation a group supports.
+            if v >= 3 && req.include_authorized_operations && dg.error_code == 0 {
+                dg.authorized_operations = ResourceType::Group.all_operations_bitfield();
             }
             resp.groups.push(dg);
         }

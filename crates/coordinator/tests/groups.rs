@@ -1005,8 +1005,13 @@ fn list_and_describe_groups() {
     assert_eq!(lm.client_host.as_str(), "/127.0.0.1");
     assert_eq!(d[1].group_state.as_str(), "Dead");
     assert_eq!(d[1].error_code, NONE);
+    // No authorizer: every operation a group supports (READ, DELETE, DESCRIBE,
+    // DESCRIBE_CONFIGS, ALTER_CONFIGS), also for a dead group described without error.
+    assert_eq!(d[0].authorized_operations, 3400);
+    assert_eq!(d[1].authorized_operations, 3400);
     let d = describe(&mut h, 6, &["unknown"]);
     assert_eq!(d[0].error_code, code(ErrorCode::GroupIdNotFound));
+    assert_eq!(d[0].authorized_operations, i32::MIN);
     // During a rebalance members are listed without metadata.
     let _ = h.join("stable", &ids[0], None);
     let _ = h.join("stable", &ids[1], None);

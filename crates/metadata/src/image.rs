@@ -56,6 +56,8 @@ pub struct MetadataImage {
     pub topics: BTreeMap<Arc<str>, Arc<TopicImage>>,
     pub topic_names: HashMap<TopicId, Arc<str>>,
     pub next_producer_id: i64,
+    /// Config overrides of groups (resource type GROUP), by group id.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn parse_id(s: &str) -> TopicId {
@@ -195,6 +197,20 @@ impl MetadataImage {
             MetadataRecord::DeleteTopic { topic_id } => {
                 if let Some(name) = self.topic_names.remove(&parse_id(topic_id)) {
                     self.topics.remove(&name);
+                }
+            }
+            MetadataRecord::SetGroupConfig { group, key, value } => {
+                let configs = self.group_configs.entry(group.clone()).or_default();
+                match value {
+                    Some(v) => {
+                        configs.insert(key.clone(), v.clone());
+                    }
+                    None => {
+                        configs.remove(key);
+                    }
+                }
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
                 }
             }
             MetadataRecord::ProducerIds { next_producer_id } => {

@@ -43,6 +43,13 @@ pub enum MetadataRecord {
     },
     /// A topic was deleted.
     DeleteTopic { topic_id: String },
+    /// A group config override (config resource type GROUP) was set (`Some`) or removed
+    /// (`None`). Groups need not exist to have configs, as in Kafka.
+    SetGroupConfig {
+        group: String,
+        key: String,
+        value: Option<String>,
+    },
     /// The highest producer id block handed out so far (producer ids are never reused).
     ProducerIds { next_producer_id: i64 },
 }

@@ -34,6 +34,8 @@ pub enum ConfigSource {
     StaticBroker = 4,
     /// Kafka's default (DEFAULT_CONFIG = 5).
     Default = 5,
+    /// Set on the group itself (GROUP_CONFIG = 8).
+    Group = 8,
 }
 
 /// The type of a config value, as DescribeConfigs v3+ reports it.
@@ -742,7 +744,9 @@ impl BrokerConfig {
     /// values are errors naming the key.
     pub fn from_props(props: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
         for (k, v) in &props {
-            if broker_config_def(k).is_none() {
+            if broker_config_def(k).is_none()
+                && crate::group_config::group_broker_default(k).is_none()
+            {
                 return Err(ConfigError::new(k, v, "unknown broker config"));
             }
         }
@@ -827,8 +831,9 @@ impl BrokerConfig {
             cluster_id,
             props,
         };
-        // Topic defaults set at broker level must be valid topic values too.
+        // Topic and group defaults set at broker level must be valid values too.
         TopicConfig::resolve(&config.props, &BTreeMap::new())?;
+        crate::group_config::validate_broker(&config.props)?;
         Ok(config)
     }
 

@@ -1,7 +1,9 @@
 //! Moldau's shared vocabulary: ids, offsets, Kafka error codes and typed configs. No I/O.
 
+pub mod acl;
 pub mod config;
 pub mod error;
+pub mod group_config;
 pub mod ids;
 
 pub use config::{

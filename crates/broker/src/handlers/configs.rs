@@ -1,9 +1,10 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and describing the
-//! broker's static config), with Kafka's sources and synonyms.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and groups (and
+//! describing the broker's static config), with Kafka's sources and synonyms.
 
 use super::{code, str_bytes};
 use crate::state::BrokerState;
 use model::config::{ConfigDef, ConfigType, BROKER_CONFIGS, TOPIC_CONFIGS};
+use model::group_config::{self, GROUP_CONFIGS};
 use model::{ConfigSource, ErrorCode, TopicConfig};
 use protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -19,6 +20,7 @@ use std::sync::Arc;
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
+const GROUP: i8 = 32;
 
 struct Opts {
     synonyms: bool,
@@ -42,10 +44,11 @@ fn entry(
         .with_config_source(source as i8)
         .with_synonyms(if opts.synonyms { synonyms } else { Vec::new() });
     if opts.version >= 3 {
-        r = r.with_config_type(def.kind as i8);
-        if opts.documentation {
-            r = r.with_documentation(Some(str_bytes(def.doc)));
-        }
+        // Kafka sends null documentation unless it was asked for (the schema's default is
+        // an empty string).
+        r = r
+            .with_config_type(def.kind as i8)
+            .with_documentation(opts.documentation.then(|| str_bytes(def.doc)));
     }
     r
 }
@@ -72,6 +75,44 @@ fn describe_topic(
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(def.name) {
                 synonyms.push(synonym(def.name, v, ConfigSource::Topic));
+            }
+            if let Some((s, v)) = def
+                .broker_synonym
+                .and_then(|s| broker.get(s).map(|v| (s, v)))
+            {
+                synonyms.push(synonym(s, v, ConfigSource::StaticBroker));
+            }
+            synonyms.push(synonym(
+                def.broker_synonym.unwrap_or(def.name),
+                def.default,
+                ConfigSource::Default,
+            ));
+            Some(entry(def, def.name, value, source, false, synonyms, opts))
+        })
+        .collect()
+}
+
+/// The configs of a group (listed whether or not the group exists, as Kafka does).
+fn describe_group(
+    state: &BrokerState,
+    overrides: &BTreeMap<String, String>,
+    keys: &Option<Vec<String>>,
+    opts: &Opts,
+) -> Vec<DescribeConfigsResourceResult> {
+    let broker = &state.config.props;
+    GROUP_CONFIGS
+        .iter()
+        .filter(|d| !d.internal)
+        .filter(|d| {
+            keys.as_ref()
+                .is_none_or(|k| k.iter().any(|k| k == d.def.name))
+        })
+        .filter_map(|d| {
+            let def = &d.def;
+            let (value, source) = group_config::lookup(def.name, broker, overrides)?;
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                synonyms.push(synonym(def.name, v, ConfigSource::Group));
             }
             if let Some((s, v)) = def
                 .broker_synonym
@@ -163,6 +204,16 @@ pub fn describe_configs(
                     }
                 }
                 BROKER_LOGGER => base,
+                GROUP if name.is_empty() => fail(
+                    ErrorCode::InvalidRequest,
+                    "Group name must not be empty".into(),
+                ),
+                GROUP => base.with_configs(describe_group(
+                    state,
+                    image.group_configs.get(&name).unwrap_or(&BTreeMap::new()),
+                    &keys,
+                    &opts,
+                )),
                 other => fail(
                     ErrorCode::InvalidRequest,
                     format!("Unsupported resource type {other}"),
@@ -191,7 +242,27 @@ fn alter_topic(
     Ok(())
 }
 
-fn not_topic(resource_type: i8) -> (ErrorCode, String) {
+/// Applies changes to one group's configs; returns the error for the response.
+fn alter_group(
+    state: &BrokerState,
+    name: &str,
+    changes: &BTreeMap<String, Option<String>>,
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    if name.is_empty() {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "Group name must not be empty".into(),
+        ));
+    }
+    state
+        .metadata
+        .alter_group_configs(name, changes, replace_all, validate_only)
+        .map_err(|e| (e.code, e.message))
+}
+
+fn not_alterable(resource_type: i8) -> (ErrorCode, String) {
     if resource_type == BROKER || resource_type == BROKER_LOGGER {
         (
             ErrorCode::InvalidRequest,
@@ -210,15 +281,15 @@ pub fn alter_configs(state: &Arc<BrokerState>, req: AlterConfigsRequest) -> Alte
         .resources
         .into_iter()
         .map(|res| {
-            let result = if res.resource_type == TOPIC {
-                let changes = res
-                    .configs
-                    .iter()
-                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                    .collect();
-                alter_topic(state, &res.resource_name, &changes, true, req.validate_only)
-            } else {
-                Err(not_topic(res.resource_type))
+            let changes = res
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect();
+            let result = match res.resource_type {
+                TOPIC => alter_topic(state, &res.resource_name, &changes, true, req.validate_only),
+                GROUP => alter_group(state, &res.resource_name, &changes, true, req.validate_only),
+                other => Err(not_alterable(other)),
             };
             let r = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(res.resource_type)
@@ -239,83 +310,107 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
+/// The changes an IncrementalAlterConfigs resource asks for (SET, DELETE, and APPEND /
+/// SUBTRACT on list configs), given each key's current value and type.
+fn incremental_changes(
+    configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    current: impl Fn(&str) -> Option<String>,
+    kind: impl Fn(&str) -> Option<ConfigType>,
+) -> Result<BTreeMap<String, Option<String>>, (ErrorCode, String)> {
+    let list = |s: Option<String>| -> Vec<String> {
+        s.map(|s| {
+            s.split(',')
+                .map(|x| x.trim().to_string())
+                .filter(|x| !x.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for c in configs {
+        let key = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        match c.config_operation {
+            SET => {
+                changes.insert(key, value);
+            }
+            DELETE => {
+                changes.insert(key, None);
+            }
+            APPEND | SUBTRACT if kind(&key) == Some(ConfigType::List) => {
+                let now = changes
+                    .get(&key)
+                    .cloned()
+                    .flatten()
+                    .or_else(|| current(&key));
+                let mut items = list(now);
+                for v in list(value) {
+                    if c.config_operation == APPEND {
+                        if !items.contains(&v) {
+                            items.push(v);
+                        }
+                    } else {
+                        items.retain(|x| *x != v);
+                    }
+                }
+                changes.insert(key, Some(items.join(",")));
+            }
+            APPEND | SUBTRACT => {
+                return Err((
+                    ErrorCode::InvalidConfig,
+                    format!("Config value append is not allowed for config key: {key}"),
+                ));
+            }
+            op => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("Unknown config operation {op}"),
+                ));
+            }
+        }
+    }
+    Ok(changes)
+}
+
 pub fn incremental_alter_configs(
     state: &Arc<BrokerState>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let image = state.image();
+    let broker = &state.config.props;
     let responses = req
         .resources
         .into_iter()
         .map(|res| {
             let name = res.resource_name.to_string();
-            let result = if res.resource_type != TOPIC {
-                Err(not_topic(res.resource_type))
-            } else if let Some(topic) = image.topic(&name) {
-                let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
-                let mut err = None;
-                for c in &res.configs {
-                    let key = c.name.to_string();
-                    let value = c.value.as_ref().map(|v| v.to_string());
-                    let def = model::config::topic_config_def(&key);
-                    let current = || {
-                        changes.get(&key).cloned().flatten().or_else(|| {
-                            TopicConfig::lookup(&key, &state.config.props, &topic.configs)
-                                .map(|(v, _)| v)
-                        })
-                    };
-                    let list = |s: Option<String>| -> Vec<String> {
-                        s.map(|s| {
-                            s.split(',')
-                                .map(|x| x.trim().to_string())
-                                .filter(|x| !x.is_empty())
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                    };
-                    match c.config_operation {
-                        SET => {
-                            changes.insert(key, value);
-                        }
-                        DELETE => {
-                            changes.insert(key, None);
-                        }
-                        APPEND | SUBTRACT if def.is_some_and(|d| d.kind == ConfigType::List) => {
-                            let mut items = list(current());
-                            for v in list(value) {
-                                if c.config_operation == APPEND {
-                                    if !items.contains(&v) {
-                                        items.push(v);
-                                    }
-                                } else {
-                                    items.retain(|x| *x != v);
-                                }
-                            }
-                            changes.insert(key, Some(items.join(",")));
-                        }
-                        APPEND | SUBTRACT => {
-                            err = Some((
-                                ErrorCode::InvalidConfig,
-                                format!("Config value append is not allowed for config key: {key}"),
-                            ));
-                        }
-                        op => {
-                            err = Some((
-                                ErrorCode::InvalidRequest,
-                                format!("Unknown config operation {op}"),
-                            ));
-                        }
-                    }
+            let result = match res.resource_type {
+                TOPIC => match image.topic(&name) {
+                    Some(topic) => incremental_changes(
+                        &res.configs,
+                        |k| TopicConfig::lookup(k, broker, &topic.configs).map(|(v, _)| v),
+                        |k| model::config::topic_config_def(k).map(|d| d.kind),
+                    )
+                    .and_then(|changes| {
+                        alter_topic(state, &name, &changes, false, req.validate_only)
+                    }),
+                    None => Err((
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("Topic '{name}' does not exist."),
+                    )),
+                },
+                GROUP => {
+                    let empty = BTreeMap::new();
+                    let overrides = image.group_configs.get(&name).unwrap_or(&empty);
+                    incremental_changes(
+                        &res.configs,
+                        |k| group_config::lookup(k, broker, overrides).map(|(v, _)| v),
+                        |k| group_config::group_config_def(k).map(|d| d.def.kind),
+                    )
+                    .and_then(|changes| {
+                        alter_group(state, &name, &changes, false, req.validate_only)
+                    })
                 }
-                match err {
-                    Some(e) => Err(e),
-                    None => alter_topic(state, &name, &changes, false, req.validate_only),
-                }
-            } else {
-                Err((
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("Topic '{name}' does not exist."),
-                ))
+                other => Err(not_alterable(other)),
             };
             let r = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(res.resource_type)

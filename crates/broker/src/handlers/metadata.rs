@@ -3,6 +3,7 @@
 use super::{code, from_uuid, str_bytes, to_uuid};
 use crate::state::BrokerState;
 use metadata::TopicImage;
+use model::acl::ResourceType;
 use model::ErrorCode;
 use protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use protocol::messages::metadata_response::{
@@ -145,10 +146,23 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
                 .with_rack(b.rack.clone().map(str_bytes))
         })
         .collect();
+    if version >= 8 && req.include_topic_authorized_operations {
+        // As Kafka: every topic entry answered by name (also unknown ones) carries the
+        // operations allowed on it; with no authorizer, all a topic supports. Entries for
+        // unknown topic ids keep the schema default.
+        for t in topics.iter_mut().filter(|t| t.name.is_some()) {
+            t.topic_authorized_operations = ResourceType::Topic.all_operations_bitfield();
+        }
+    }
     let mut resp = MetadataResponse::default()
         .with_brokers(brokers)
         .with_topics(topics)
         .with_controller_id(BrokerId(state.node_id));
+    // v8-v10 only: later versions moved the cluster's operations to DescribeCluster.
+    if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        resp = resp
+            .with_cluster_authorized_operations(ResourceType::Cluster.all_operations_bitfield());
+    }
     if version >= 2 {
         resp = resp.with_cluster_id(Some(str_bytes(image.cluster_id.clone())));
     }
@@ -184,6 +198,10 @@ pub fn describe_cluster(
         .with_brokers(brokers);
     if version >= 1 {
         resp = resp.with_endpoint_type(req.endpoint_type);
+    }
+    if req.include_cluster_authorized_operations {
+        resp = resp
+            .with_cluster_authorized_operations(ResourceType::Cluster.all_operations_bitfield());
     }
     resp
 }

@@ -1,0 +1,192 @@
+"""Answers Moldau must give exactly as Apache Kafka 4.x does (issue 16), each checked with at
+least two clients (confluent-kafka/librdkafka and kafka-python); the differential harness
+(crates/conformance) checks the same answers field by field against a real Kafka:
+
+- OffsetCommit / AlterConsumerGroupOffsets to a topic (or partition) that does not exist:
+  UNKNOWN_TOPIC_OR_PARTITION for each such partition, and nothing is stored.
+- Authorized operations with no authorizer: every operation the resource supports (8 for a
+  topic, 7 for the cluster, 5 for a group).
+- Group configs (config resource type GROUP): described with Kafka's defaults and sources,
+  altered incrementally and validated against the broker's bounds.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import (ConsumerGroupTopicPartitions, KafkaException, TopicCollection,
+                             TopicPartition)
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewTopic, ResourceType)
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType
+from kafka.errors import UnknownTopicOrPartitionError
+from kafka.structs import OffsetAndMetadata, TopicPartition as KTopicPartition
+
+import clients
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_CONFIG = 40
+
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS",
+             "ALTER_CONFIGS"}
+CLUSTER_OPS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+               "IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}
+GROUP_OPS = {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def cadmin(broker):
+    return clients.confluent_admin(broker.bootstrap)
+
+
+@pytest.fixture
+def kadmin(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    yield admin
+    admin.close()
+
+
+def _create(cadmin, topic: str, partitions: int = 1) -> None:
+    cadmin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=20)
+    # Kafka applies a created topic asynchronously; wait until it is served (the tests also
+    # run against Apache Kafka).
+    deadline = time.monotonic() + 30
+    while True:
+        t = cadmin.list_topics(topic, timeout=10).topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                p.leader >= 0 for p in t.partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"topic {topic} not served: {t}"
+        time.sleep(0.1)
+
+
+def _ops(ops) -> set[str]:
+    return {str(o).rsplit(".", 1)[-1] for o in ops or []}
+
+
+# ------------------------------------------------------- offsets of topics that do not exist
+
+def test_confluent_commit_to_unknown_topic_fails_per_partition(broker, cadmin):
+    group, missing = _name("g"), _name("nosuch")
+    consumer = clients.confluent_consumer(broker.bootstrap, **{"group.id": group})
+    try:
+        with pytest.raises(KafkaException) as exc:
+            consumer.commit(offsets=[TopicPartition(missing, 0, 5)], asynchronous=False)
+        assert exc.value.args[0].code() == UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        consumer.close()
+    # The admin API (AlterConsumerGroupOffsets) reports the error on the partition.
+    res = cadmin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(missing, 0, 5)])])[group]
+    parts = res.result(timeout=20).topic_partitions
+    assert [(p.topic, p.error.code()) for p in parts] == [(missing, UNKNOWN_TOPIC_OR_PARTITION)]
+    # Nothing was stored.
+    listed = cadmin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(missing, 0)])])[group]
+    assert [p.offset for p in listed.result(timeout=20).topic_partitions] == [-1001]
+
+
+def test_kafka_python_commit_mixing_known_and_unknown_partitions(cadmin, kadmin):
+    group, topic, missing = _name("g"), _name("t"), _name("nosuch")
+    _create(cadmin, topic, partitions=2)
+    result = kadmin.alter_group_offsets(group, {
+        KTopicPartition(topic, 0): OffsetAndMetadata(7, "", -1),
+        KTopicPartition(topic, 2): OffsetAndMetadata(8, "", -1),  # past the partition count
+        KTopicPartition(missing, 0): OffsetAndMetadata(9, "", -1),
+    })
+    errors = {(tp.topic, tp.partition): err for tp, err in result.items()}
+    assert errors[(missing, 0)] is UnknownTopicOrPartitionError
+    assert errors[(topic, 2)] is UnknownTopicOrPartitionError
+    assert errors[(topic, 0)] in (None, 0) or getattr(errors[(topic, 0)], "errno", 0) == 0
+    offsets = kadmin.list_group_offsets({group: None})[group]
+    assert {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()} == {(topic, 0): 7}
+
+
+# ------------------------------------------------------------ authorized operations
+
+def test_confluent_authorized_operations(broker, cadmin):
+    topic, group = _name("t"), _name("g")
+    _create(cadmin, topic)
+    desc = cadmin.describe_topics(TopicCollection([topic]),
+                                  include_authorized_operations=True)[topic].result(timeout=20)
+    assert _ops(desc.authorized_operations) == TOPIC_OPS
+    cluster = cadmin.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert _ops(cluster.authorized_operations) == CLUSTER_OPS
+    cadmin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 1)])])[group].result(timeout=20)
+    g = cadmin.describe_consumer_groups([group],
+                                        include_authorized_operations=True)[group].result(timeout=20)
+    assert _ops(g.authorized_operations) == GROUP_OPS
+
+
+def test_kafka_python_authorized_operations(cadmin, kadmin):
+    topic, group = _name("t"), _name("g")
+    _create(cadmin, topic)
+    [desc] = kadmin.describe_topics([topic])
+    assert set(desc["authorized_operations"]) == TOPIC_OPS
+    assert set(kadmin.describe_cluster()["authorized_operations"]) == CLUSTER_OPS
+    kadmin.alter_group_offsets(group, {KTopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    described = kadmin.describe_groups([group], include_authorized_operations=True)[group]
+    assert described["group_state"] == "Empty"
+    assert set(described["authorized_operations"]) == GROUP_OPS
+
+
+# ----------------------------------------------------------------------- group configs
+
+def test_confluent_group_configs(cadmin):
+    group = _name("g")
+    res = ConfigResource(ResourceType.GROUP, group)
+    configs = cadmin.describe_configs([res])[res].result(timeout=20)
+    assert configs["consumer.session.timeout.ms"].value == "45000"
+    assert ConfigSource(configs["consumer.session.timeout.ms"].source) == ConfigSource.DEFAULT_CONFIG
+    assert configs["consumer.heartbeat.interval.ms"].value == "5000"
+    assert configs["share.auto.offset.reset"].value == "latest"
+    assert len(configs) == 21
+    change = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "50000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    assert cadmin.incremental_alter_configs([change])[change].result(timeout=20) is None
+    configs = cadmin.describe_configs([res])[res].result(timeout=20)
+    entry = configs["consumer.session.timeout.ms"]
+    assert entry.value == "50000"
+    assert ConfigSource(entry.source) == ConfigSource.GROUP_CONFIG
+    # Outside group.consumer.{min,max}.session.timeout.ms: INVALID_CONFIG, nothing changes.
+    bad = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "1",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as exc:
+        cadmin.incremental_alter_configs([bad])[bad].result(timeout=20)
+    assert exc.value.args[0].code() == INVALID_CONFIG
+    assert cadmin.describe_configs([res])[res].result(timeout=20)[
+        "consumer.session.timeout.ms"].value == "50000"
+
+
+def test_kafka_python_group_configs_survive_restart(broker, kadmin):
+    group = _name("g")
+    res = KConfigResource(ConfigResourceType.GROUP, group)
+    described = kadmin.describe_configs([res], config_filter="all")["group"][group]
+    assert described["consumer.heartbeat.interval.ms"]["value"] == "5000"
+    assert described["consumer.heartbeat.interval.ms"]["config_source"] == "DEFAULT_CONFIG"
+    change = KConfigResource(ConfigResourceType.GROUP, group,
+                             {"consumer.heartbeat.interval.ms": "6000"})
+    assert kadmin.alter_configs([change], incremental=True)["group"][group] == "OK"
+    unknown = KConfigResource(ConfigResourceType.GROUP, group, {"no.such.config": "1"})
+    assert "InvalidConfigurationError" in str(
+        kadmin.alter_configs([unknown], incremental=True, raise_on_unknown=False)["group"][group])
+    kadmin.close()
+    broker.restart()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    try:
+        described = admin.describe_configs([res])["group"][group]
+        assert described == {"consumer.heartbeat.interval.ms": {
+            **described["consumer.heartbeat.interval.ms"],
+            "value": "6000", "config_source": "DYNAMIC_GROUP_CONFIG"}}
+    finally:
+        admin.close()

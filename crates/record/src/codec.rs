@@ -172,6 +172,112 @@ fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> 
     Ok(out)
 }
 
+/// The error a bounded decoder returns (inside an `io::Error`) when its output would pass its
+/// limit, so callers can answer MESSAGE_TOO_LARGE rather than CORRUPT_MESSAGE.
+#[derive(Debug)]
+pub(crate) struct LimitExceeded {
+    pub size: usize,
+    pub max: usize,
+}
+
+impl std::fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bytes exceed the decompression limit {}",
+            self.size, self.max
+        )
+    }
+}
+
+impl std::error::Error for LimitExceeded {}
+
+/// Snappy as a `Read` stream: xerial-framed input (Kafka's Java producer, kafka-python) is
+/// decoded one block at a time into a reused buffer; raw snappy (librdkafka) is one block and
+/// is decoded whole. Block sizes are checked against what is left of `limit` before anything
+/// is allocated for them.
+pub(crate) struct SnappyReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    framed: bool,
+    block: Vec<u8>,
+    block_pos: usize,
+    limit: usize,
+    produced: usize,
+}
+
+impl<'a> SnappyReader<'a> {
+    pub(crate) fn new(data: &'a [u8], limit: usize) -> SnappyReader<'a> {
+        let framed = data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC;
+        SnappyReader {
+            data,
+            pos: if framed { XERIAL_HEADER_LEN } else { 0 },
+            framed,
+            block: Vec::new(),
+            block_pos: 0,
+            limit,
+            produced: 0,
+        }
+    }
+
+    /// Decodes the next block into `block`; false when the input is exhausted.
+    fn next_block(&mut self) -> std::io::Result<bool> {
+        let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+        if self.pos >= self.data.len() {
+            return Ok(false);
+        }
+        let compressed = if self.framed {
+            let len_bytes = self
+                .data
+                .get(self.pos..self.pos + 4)
+                .ok_or_else(|| bad("truncated xerial block length".into()))?;
+            let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+            let len =
+                usize::try_from(len).map_err(|_| bad("negative xerial block length".into()))?;
+            let start = self.pos + 4;
+            let block = self
+                .data
+                .get(start..start.saturating_add(len))
+                .ok_or_else(|| bad("truncated xerial block".into()))?;
+            self.pos = start + len;
+            block
+        } else {
+            let all = &self.data[self.pos..];
+            self.pos = self.data.len();
+            all
+        };
+        let n = snap::raw::decompress_len(compressed).map_err(|e| bad(e.to_string()))?;
+        if n > self.limit.saturating_sub(self.produced) {
+            return Err(std::io::Error::other(LimitExceeded {
+                size: self.produced.saturating_add(n),
+                max: self.limit,
+            }));
+        }
+        self.block.clear();
+        self.block.resize(n, 0);
+        snap::raw::Decoder::new()
+            .decompress(compressed, &mut self.block)
+            .map_err(|e| bad(e.to_string()))?;
+        self.produced += n;
+        self.block_pos = 0;
+        Ok(true)
+    }
+}
+
+impl Read for SnappyReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.block_pos >= self.block.len() {
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.block.len() - self.block_pos);
+        out[..n].copy_from_slice(&self.block[self.block_pos..self.block_pos + n]);
+        self.block_pos += n;
+        Ok(n)
+    }
+}
+
 /// Decompresses `data`, failing with `TooLarge` once the output would exceed `limit` bytes
 /// and with `Corrupt` on malformed input.
 pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> {

@@ -23,6 +23,8 @@ pub const CRC_OFFSET: usize = 17;
 pub const MAGIC_V2: i8 = 2;
 /// `producer_id` of a batch from a non-idempotent producer.
 pub const NO_PRODUCER_ID: i64 = -1;
+/// A record or batch without a timestamp.
+pub const NO_TIMESTAMP: i64 = -1;
 /// `base_sequence` of a batch without sequence numbers.
 pub const NO_SEQUENCE: i32 = -1;
 

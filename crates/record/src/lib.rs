@@ -14,6 +14,7 @@ mod error;
 mod header;
 mod records;
 mod split;
+mod validate;
 mod varint;
 
 pub use builder::{BatchBuilder, NewRecord};
@@ -27,8 +28,9 @@ pub use header::{
     recompute_crc, set_base_offset, set_log_append_time, set_log_append_time_split,
     set_partition_leader_epoch, validate_batch, validate_batch_structure, BatchHeader,
     TimestampKind, BATCH_OVERHEAD, CRC_OFFSET, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2,
-    NO_PRODUCER_ID, NO_SEQUENCE,
+    NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
 };
 pub use records::{decode_records, Record, RecordHeader, RecordIter};
 pub use split::{split_batches, BatchSplitter};
+pub use validate::{validate_records, RecordRules, RecordsSummary, DECOMPRESSED_BATCH_BYTES_MAX};
 pub use varint::{read_varint, read_varlong, varint_len, varlong_len, write_varint, write_varlong};

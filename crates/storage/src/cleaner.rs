@@ -14,11 +14,16 @@
 //! A batch emptied of records is kept (empty) if it is its producer's newest batch, so
 //! idempotent producer state survives.
 //!
+//! A batch the cleaner cannot decode (corrupt records, or more than the decompression bound;
+//! produce refuses both now, but older logs or replicas may hold them) is kept verbatim and
+//! counted in `CompactionStats::batches_skipped`, with a warning: it never stalls compaction
+//! of the rest of the partition.
+//!
 //! Crash safety: the old index files are removed before the cleaned file is renamed over
 //! the segment, so a crash leaves either the old log with its index, or a log without index
 //! files (rebuilt on open).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering;
@@ -105,6 +110,9 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     // Pass 1: newest offset of every key in the cleanable range. The map is bounded (like
     // Kafka's dedupe buffer): once full, this pass cleans only the segments mapped so far.
     let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+    // (segment base, position) of batches that did not decode: kept verbatim and counted,
+    // so one bad batch never stalls compaction of the rest of the partition.
+    let mut unreadable: HashSet<(i64, u64)> = HashSet::new();
     let mut map_bytes = 0usize;
     let mut mapped = 0usize;
     for seg in &cleanable {
@@ -112,15 +120,32 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
             break;
         }
         mapped += 1;
-        seg.for_each_batch(|_, h, bytes| {
+        seg.for_each_batch(|pos, h, bytes| {
             if h.is_control() || is_aborted(h) {
                 return Ok(());
             }
             let bytes = Bytes::copy_from_slice(bytes);
-            let (_, records) = decode_records(&bytes, DECOMPRESS_MAX_BYTES)
-                .map_err(|e| corrupt(seg, e.to_string()))?;
+            // A batch that does not decode is left as it is (pass 2 keeps it verbatim):
+            // keys mapped from its readable prefix only make older copies go, never newer.
+            let records = match decode_records(&bytes, DECOMPRESS_MAX_BYTES) {
+                Ok((_, records)) => records,
+                Err(e) => {
+                    unreadable.insert((seg.base_offset, pos));
+                    tracing::warn!(path = %seg.log_path().display(), position = pos, error = %e,
+                        "cleaner cannot read a batch; keeping it as it is");
+                    return Ok(());
+                }
+            };
             for r in records {
-                let r = r.map_err(|e| corrupt(seg, e.to_string()))?;
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        unreadable.insert((seg.base_offset, pos));
+                        tracing::warn!(path = %seg.log_path().display(), position = pos, error = %e,
+                            "cleaner cannot read a batch; keeping it as it is");
+                        return Ok(());
+                    }
+                };
                 if let Some(k) = r.key {
                     match latest.get_mut(k.as_ref()) {
                         Some(o) => *o = (*o).max(r.offset),
@@ -152,7 +177,8 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let mut changed = false;
         let mut removed = 0u64;
-        seg.for_each_batch(|_, h, bytes| {
+        let mut skipped = 0u64;
+        seg.for_each_batch(|pos, h, bytes| {
             let write = |out: &mut BufWriter<fs::File>, b: &[u8]| {
                 out.write_all(b)
                     .map_err(|e| StorageError::io("write", &cleaned_path, e))
@@ -170,13 +196,22 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
                 removed += h.records_count.max(0) as u64;
                 return Ok(());
             }
+            if unreadable.contains(&(seg.base_offset, pos)) {
+                skipped += 1;
+                return write(&mut out, bytes);
+            }
             let owned = Bytes::copy_from_slice(bytes);
-            let (_, records) = decode_records(&owned, DECOMPRESS_MAX_BYTES)
-                .map_err(|e| corrupt(seg, e.to_string()))?;
+            let Ok((_, records)) = decode_records(&owned, DECOMPRESS_MAX_BYTES) else {
+                skipped += 1;
+                return write(&mut out, bytes);
+            };
             let mut kept = Vec::new();
             let mut count = 0usize;
             for r in records {
-                let r = r.map_err(|e| corrupt(seg, e.to_string()))?;
+                let Ok(r) = r else {
+                    skipped += 1;
+                    return write(&mut out, bytes);
+                };
                 count += 1;
                 let newest = r
                     .key
@@ -223,6 +258,7 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
         let file = out
             .into_inner()
             .map_err(|e| StorageError::io("write", &cleaned_path, e.into_error()))?;
+        stats.batches_skipped += skipped;
         if !changed {
             drop(file);
             let _ = fs::remove_file(&cleaned_path);

@@ -28,7 +28,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use record::{
     decode_records, parse_end_txn_marker, set_base_offset, set_log_append_time_split,
     set_partition_leader_epoch, split_batches, validate_batch, validate_batch_structure,
-    BatchHeader, EndTxnMarker, RecordError, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD,
+    validate_records, BatchHeader, EndTxnMarker, RecordError, RecordRules, TimestampKind,
+    DECOMPRESSED_BATCH_BYTES_MAX, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD,
 };
 
 use crate::clock::Clock;
@@ -41,8 +42,9 @@ use crate::txn_index::{self, AbortedTxn, AbortedTxns};
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const LOG_START_FILE: &str = "log-start-offset";
 pub(crate) const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset";
-/// Cap on the decompressed size of one batch when a lookup must look inside it.
-pub(crate) const DECOMPRESS_MAX_BYTES: usize = 64 << 20;
+/// Cap on the decompressed size of one batch when a lookup or the cleaner looks inside it:
+/// the same bound produce enforces, so every accepted batch can be read back.
+pub(crate) const DECOMPRESS_MAX_BYTES: usize = DECOMPRESSED_BATCH_BYTES_MAX;
 /// Kafka's default `producer.id.expiration.ms`: idle producers are forgotten by retention.
 pub const PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
 /// Producer-state snapshots kept on disk (older ones are deleted at each roll).
@@ -89,6 +91,8 @@ pub struct CompactionStats {
     pub bytes_before: u64,
     pub bytes_after: u64,
     pub records_removed: u64,
+    /// Batches that did not decode and were kept as they are.
+    pub batches_skipped: u64,
 }
 
 pub(crate) struct AppendState {
@@ -615,12 +619,34 @@ impl Log {
                 max: segment_bytes,
             });
         }
-        // Validation (CRC over every byte) runs before the lock: it is the costly part.
+        // Validation (CRC over every byte, then every record walked, decompressing if needed)
+        // runs before the lock: it is the costly part.
         let max_msg = config.max_message_bytes.max(0) as usize;
+        let rules = RecordRules {
+            key_required: config.cleanup_policy.compact,
+            decompressed_max_bytes: DECOMPRESSED_BATCH_BYTES_MAX,
+        };
         let mut headers = Vec::with_capacity(parts.len());
+        // Smallest and largest record timestamp of the request (CreateTime records).
+        let mut record_times: Option<(i64, i64)> = None;
         for p in &parts {
             headers.push(match leader_epoch {
-                Some(_) => validate_batch(p, max_msg)?,
+                Some(_) => {
+                    let h = validate_batch(p, max_msg)?;
+                    let summary = validate_records(p, &h, &rules)?;
+                    let times = match h.timestamp_type() {
+                        TimestampKind::CreateTime => summary.timestamps,
+                        // What Kafka checks for a producer's LogAppendTime batch.
+                        TimestampKind::LogAppendTime => Some((h.max_timestamp, h.max_timestamp)),
+                    };
+                    if let Some((lo, hi)) = times {
+                        record_times = Some(match record_times {
+                            None => (lo, hi),
+                            Some((a, b)) => (a.min(lo), b.max(hi)),
+                        });
+                    }
+                    h
+                }
                 None => validate_batch_structure(p)?,
             });
         }
@@ -642,11 +668,10 @@ impl Log {
         s.check_online()?;
         let now = s.clock.now_ms();
         if leader && !log_append {
-            // Batch-level check (first and max timestamp) keeps the append O(1); Kafka checks
-            // every record, which needs decompression.
-            for h in &headers {
-                for ts in [h.base_timestamp, h.max_timestamp] {
-                    if ts >= 0
+            // Every record's timestamp, as Kafka checks them (the walk above found the range).
+            if let Some((lo, hi)) = record_times {
+                for ts in [lo, hi] {
+                    if ts != record::NO_TIMESTAMP
                         && (now.saturating_sub(ts) > config.message_timestamp_before_max_ms
                             || ts.saturating_sub(now) > config.message_timestamp_after_max_ms)
                     {

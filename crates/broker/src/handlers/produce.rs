@@ -64,6 +64,11 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::CorruptMessage));
                 continue;
             };
+            if has_control_batch(&records) {
+                // Transaction markers are the broker's to write (Kafka: INVALID_RECORD).
+                partitions.push(err(r, ErrorCode::InvalidRecord));
+                continue;
+            }
             match partition.log.append(records, partition.leader_epoch()) {
                 Ok(info) => {
                     partition.advance_high_watermark();
@@ -129,4 +134,12 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
         }
         ctx.encode(ResponseKind::Produce(resp))
     }))
+}
+
+/// Whether a client's records hold a control batch (a transaction marker). Reads batch
+/// headers only; malformed bytes are left to the log's validation.
+fn has_control_batch(records: &[u8]) -> bool {
+    record::BatchSplitter::new(records).any(|b| {
+        b.is_ok_and(|(_, bytes)| record::BatchHeader::parse(bytes).is_ok_and(|h| h.is_control()))
+    })
 }

@@ -7,6 +7,7 @@
 mod connection;
 mod groups;
 mod handlers;
+mod log_dirs;
 mod replica;
 mod state;
 
@@ -37,12 +38,6 @@ pub enum BrokerError {
     },
     #[error("metadata: {0}")]
     Metadata(#[from] metadata::MetadataError),
-    #[error("open partition {partition}: {source}")]
-    Partition {
-        partition: String,
-        #[source]
-        source: storage::StorageError,
-    },
     #[error("advertised address {0:?} is not HOST:PORT")]
     Advertise(String),
 }

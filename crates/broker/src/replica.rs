@@ -3,7 +3,7 @@
 //! Single replica for now: the high watermark follows the log end offset after every append,
 //! as in Kafka with one in-sync replica. Followers and ISR slot in here later.
 
-use model::{TopicConfig, TopicId, TopicPartition};
+use model::{ErrorCode, TopicConfig, TopicId, TopicPartition};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -71,13 +71,72 @@ impl Partition {
     }
 }
 
-/// The map of hosted partitions, keyed by name and partition index.
+/// A partition assigned to this broker whose log could not be opened (damage below its
+/// recovery point, no file descriptors left, an I/O error). Its directory is left exactly as
+/// it is; requests for it get KAFKA_STORAGE_ERROR until it is opened.
+#[derive(Debug, Clone)]
+pub struct OfflinePartition {
+    pub tp: TopicPartition,
+    pub topic_id: TopicId,
+    pub leader_epoch: i32,
+    /// Why the log could not be opened.
+    pub reason: String,
+}
+
+/// The map of hosted partitions, keyed by name and partition index, and of the assigned
+/// partitions that are offline.
 #[derive(Default)]
 pub struct ReplicaManager {
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    offline: RwLock<HashMap<TopicPartition, OfflinePartition>>,
 }
 
 impl ReplicaManager {
+    /// The hosted partition, or the error a request for it gets: KAFKA_STORAGE_ERROR when it
+    /// is offline, UNKNOWN_TOPIC_OR_PARTITION when this broker does not host it.
+    pub fn lookup(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ErrorCode> {
+        if let Some(p) = self.get(topic, partition) {
+            return Ok(p);
+        }
+        let tp = TopicPartition::new(topic, partition);
+        if self.offline_partition(&tp).is_some() {
+            Err(ErrorCode::KafkaStorageError)
+        } else {
+            Err(ErrorCode::UnknownTopicOrPartition)
+        }
+    }
+
+    pub fn offline_partition(&self, tp: &TopicPartition) -> Option<OfflinePartition> {
+        self.offline
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    pub fn set_offline(&self, p: OfflinePartition) {
+        self.offline
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.tp.clone(), p);
+    }
+
+    pub fn clear_offline(&self, tp: &TopicPartition) -> Option<OfflinePartition> {
+        self.offline
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp)
+    }
+
+    pub fn all_offline(&self) -> Vec<OfflinePartition> {
+        self.offline
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         let tp = TopicPartition::new(topic, partition);
         self.partitions

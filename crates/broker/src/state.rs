@@ -2,6 +2,7 @@
 //! background jobs (retention, flush, compaction) that keep logs in shape.
 
 use crate::groups::Groups;
+use crate::log_dirs::{self, RecoveryPoints};
 use crate::replica::{Partition, ReplicaManager};
 use crate::BrokerError;
 use metadata::{
@@ -12,7 +13,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use storage::{Clock, Log, SystemClock};
+use storage::{Clock, SystemClock};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -38,6 +39,8 @@ pub struct BrokerState {
     pub tasks: TaskTracker,
     /// Serialises reconciliation of hosted partitions with the metadata image.
     reconcile_lock: std::sync::Mutex<()>,
+    /// The data directory's recovery-point checkpoint (see `log_dirs`).
+    pub recovery_points: RecoveryPoints,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -65,7 +68,9 @@ impl BrokerState {
         let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?
             .with_max_broker_partitions(i64::from(config.max_broker_partitions));
         metadata.register(config.cluster_id.clone(), host, port)?;
+        let recovery_points = RecoveryPoints::load(&data_dir);
         let state = Arc::new(BrokerState {
+            recovery_points,
             node_id: config.node_id,
             host: host.to_string(),
             port,
@@ -124,6 +129,14 @@ impl BrokerState {
                 }
                 let tp = TopicPartition::new(topic.name.clone(), i as i32);
                 wanted.insert(tp.clone());
+                if self
+                    .replicas
+                    .offline_partition(&tp)
+                    .is_some_and(|o| o.topic_id == topic.id)
+                {
+                    // Offline: left alone here (re-opening re-scans and re-logs the damage).
+                    continue;
+                }
                 match self.replicas.get(&topic.name, i as i32) {
                     Some(existing) if existing.topic_id == topic.id => {
                         existing.log.update_config(config.clone());
@@ -132,20 +145,25 @@ impl BrokerState {
                         if let Some(old) = stale {
                             self.drop_partition(&old);
                         }
-                        let dir = self.data_dir.join(tp.dir_name());
-                        let log = Log::open(&dir, config.clone(), self.clock.clone()).map_err(
-                            |source| BrokerError::Partition {
-                                partition: tp.to_string(),
-                                source,
-                            },
-                        )?;
-                        self.replicas.insert(Arc::new(Partition::new(
+                        log_dirs::open_partition(
+                            self,
                             tp,
                             topic.id,
-                            log,
                             p.leader_epoch,
-                        )));
+                            config.clone(),
+                        );
                     }
+                }
+            }
+        }
+        for o in self.replicas.all_offline() {
+            let current = image.topic(&o.tp.topic).map(|t| t.id);
+            if !wanted.contains(&o.tp) || current != Some(o.topic_id) {
+                // Its topic's deletion is committed: its data may go.
+                self.replicas.clear_offline(&o.tp);
+                let dir = self.data_dir.join(o.tp.dir_name());
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::error!(partition = %o.tp, error = %e, "deleting the directory of an offline partition failed");
                 }
             }
         }
@@ -175,6 +193,7 @@ impl BrokerState {
             .all()
             .iter()
             .map(|p| p.tp.dir_name())
+            .chain(self.replicas.all_offline().iter().map(|p| p.tp.dir_name()))
             .collect();
         let Ok(entries) = std::fs::read_dir(&self.data_dir) else {
             return;
@@ -262,6 +281,7 @@ impl BrokerState {
                 r
             },
         );
+        log_dirs::spawn_checkpointer(self);
         self.spawn_periodic(
             "compaction",
             every(self.config.log_cleaner_backoff_ms),
@@ -301,13 +321,14 @@ impl BrokerState {
         });
     }
 
-    /// Flushes every log and writes clean-shutdown markers.
+    /// Flushes every log, writes clean-shutdown markers and the recovery-point checkpoint.
     pub fn close_logs(&self) {
         for p in self.replicas.all() {
             if let Err(e) = p.log.close() {
                 tracing::error!(partition = %p.tp, error = %e, "closing log failed");
             }
         }
+        log_dirs::write_checkpoint(self);
     }
 
     pub fn data_dir(&self) -> &Path {

@@ -365,6 +365,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "partitions this broker may host (KIP-578's name); CreateTopics and CreatePartitions past it fail with POLICY_VIOLATION",
     ),
     broker(
+        "log.flush.offset.checkpoint.interval.ms",
+        "60000",
+        ConfigType::Int,
+        "how often the recovery points of the logs are written to recovery-point-offset-checkpoint",
+    ),
+    broker(
         "offsets.topic.num.partitions",
         "50",
         ConfigType::Int,
@@ -692,6 +698,8 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: i64,
     pub log_cleaner_backoff_ms: i64,
     pub log_flush_scheduler_interval_ms: i64,
+    /// `log.flush.offset.checkpoint.interval.ms`: how often recovery points are checkpointed.
+    pub log_flush_offset_checkpoint_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
     /// `max.broker.partitions` (KIP-578): partitions this broker may host, internal ones
     /// included; checked when topics or partitions are created.
@@ -797,6 +805,10 @@ impl BrokerConfig {
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
             log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,
+            log_flush_offset_checkpoint_interval_ms: long(
+                "log.flush.offset.checkpoint.interval.ms",
+                1,
+            )?,
             offsets_topic_num_partitions: int("offsets.topic.num.partitions", 1)?,
             max_broker_partitions: int("max.broker.partitions", 1)?,
             offsets_retention_minutes: int("offsets.retention.minutes", 1)?,

@@ -286,7 +286,16 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
         fs::rename(&cleaned_path, &log_path)
             .map_err(|e| StorageError::io("rename", &cleaned_path, e))?;
         sync_dir(&s.dir)?;
-        let (new_seg, _) = Segment::open(&s.dir, seg.base_offset, false, interval, now)?;
+        let (new_seg, damage) = Segment::open(&s.dir, seg.base_offset, false, interval, now)?;
+        if let Some(d) = damage {
+            return Err(corrupt(
+                seg,
+                format!(
+                    "the cleaned segment has invalid bytes from {}",
+                    d.valid_bytes
+                ),
+            ));
+        }
         new_seg.write_indexes()?;
         let new_seg = Arc::new(new_seg);
         {

@@ -16,8 +16,11 @@
 //! Guarantees:
 //! - *Invariant:* every segment except the last is fsynced, with index files, before the
 //!   next one is created; so recovery after a crash scans only the last segment (every
-//!   batch CRC-checked, truncated at the first bad one), and a clean shutdown scans only
-//!   the bytes after the last index entry.
+//!   batch CRC-checked), and a clean shutdown scans only the bytes after the last index
+//!   entry. Only bytes at or after the log's recovery point (Kafka's
+//!   `recovery-point-offset-checkpoint`, at least the last segment's base) are ever cut as a
+//!   torn tail; damage below it, in a sealed segment or after a clean shutdown fails the open
+//!   and changes nothing on disk (`recovery`).
 //! - *Invariant:* a refused append writes nothing; a failed write is cut back; a failed
 //!   fsync takes the log offline for good.
 //! - *Invariant:* readers only see whole, indexed batches below the published end.
@@ -35,6 +38,7 @@ mod error;
 mod index;
 mod log;
 mod producer;
+mod recovery;
 mod segment;
 mod txn_index;
 
@@ -44,6 +48,7 @@ pub use log::{
     AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,
 };
 pub use producer::{ProducerSnapshot, RETAINED_BATCHES};
+pub use recovery::{read_recovery_points, write_recovery_points, RECOVERY_POINT_FILE};
 pub use txn_index::{AbortedTxn, TXN_INDEX_ENTRY_BYTES};
 
 #[cfg(test)]

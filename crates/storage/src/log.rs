@@ -456,11 +456,26 @@ impl Shared {
 }
 
 impl Log {
-    /// Opens (recovering if needed) or creates the partition log in `dir`.
+    /// Opens (recovering if needed) or creates the partition log in `dir`, without a
+    /// recovery point: see [`Log::open_recovering`].
     pub fn open(
         dir: &Path,
         config: TopicConfig,
         clock: Arc<dyn Clock>,
+    ) -> Result<Log, StorageError> {
+        Log::open_recovering(dir, config, clock, None)
+    }
+
+    /// Opens (recovering if needed) or creates the partition log in `dir`. After a crash,
+    /// only bytes at or after `recovery_point` (the log's entry in the data directory's
+    /// recovery-point checkpoint; at least the last segment's base offset) may be cut as a
+    /// torn tail; damage anywhere else fails the open with `StorageError::Corrupt` and
+    /// changes nothing on disk (see `recovery`).
+    pub fn open_recovering(
+        dir: &Path,
+        config: TopicConfig,
+        clock: Arc<dyn Clock>,
+        recovery_point: Option<i64>,
     ) -> Result<Log, StorageError> {
         fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
@@ -483,31 +498,8 @@ impl Log {
         bases.sort_unstable();
         let checkpoint_start = read_i64_file(&dir.join(LOG_START_FILE))?.unwrap_or(0);
 
-        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
-        let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let last = i + 1 == bases.len();
-            let prev_next = segments.last().map(|s| s.next_offset());
-            if prev_next.is_some_and(|n| base < n) {
-                // Overlapping segments: the layout is damaged from here on.
-                tracing::warn!(dir = %dir.display(), base, "segment overlaps its predecessor; dropping it and later ones");
-                break;
-            }
-            let (seg, truncated) = Segment::open(dir, base, clean || !last, interval, now)?;
-            segments.push(Arc::new(seg));
-            i += 1;
-            if truncated && !last {
-                tracing::warn!(dir = %dir.display(), base, "corrupt batch in a middle segment; dropping later segments");
-                break;
-            }
-        }
-        // Whatever was not loaded is past the first damage: remove it.
-        for &base in &bases[i..] {
-            for ext in ["log", "index", "timeindex", "txnindex"] {
-                let _ = fs::remove_file(dir.join(file_name(base, ext)));
-            }
-        }
+        let mut segments =
+            crate::recovery::load_segments(dir, &bases, clean, recovery_point, interval, now)?;
         if segments.is_empty() {
             segments.push(Arc::new(Segment::create(
                 dir,
@@ -913,7 +905,8 @@ impl Log {
         self.shared.leo()
     }
 
-    /// Everything below this offset is fsynced.
+    /// Everything below this offset is fsynced: the log's recovery point, for the data
+    /// directory's checkpoint.
     pub fn durable_offset(&self) -> i64 {
         self.shared.durable.load(Ordering::Acquire)
     }

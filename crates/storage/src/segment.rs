@@ -80,6 +80,16 @@ impl SegmentMeta {
     }
 }
 
+/// Bytes at the end of a segment file that are not valid batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Damage {
+    /// Where the valid batches end (the readable size).
+    pub valid_bytes: u64,
+    pub file_bytes: u64,
+    /// The offset the first invalid batch should have started at.
+    pub next_offset: i64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub base_offset: i64,
@@ -211,16 +221,17 @@ impl Segment {
 
     /// Opens an existing segment. With `trust_index`, index files are used when they are
     /// consistent and only the tail after the last index entry is scanned; otherwise the
-    /// whole file is scanned. Either way every scanned batch is fully validated (CRC
-    /// included) and the file is truncated at the first invalid one. Returns the segment
-    /// and whether it was truncated.
+    /// whole file is scanned. Every scanned batch is fully validated (CRC included). The file
+    /// is never changed here: bytes after the first invalid batch are reported as `Damage`
+    /// (readers never see them) and the caller decides whether they are a torn tail to cut
+    /// ([`Segment::cut_damage`]) or damage that takes the partition offline.
     pub fn open(
         dir: &Path,
         base: i64,
         trust_index: bool,
         index_interval: u64,
         now_ms: i64,
-    ) -> Result<(Segment, bool), StorageError> {
+    ) -> Result<(Segment, Option<Damage>), StorageError> {
         let path = dir.join(file_name(base, "log"));
         let file = OpenOptions::new()
             .read(true)
@@ -261,25 +272,33 @@ impl Segment {
         if meta.first_batch_timestamp.is_none() || from > 0 {
             meta.first_batch_timestamp = seg.read_header(0, end)?.map(|h| h.max_timestamp);
         }
-        let truncated = end < len;
-        if truncated {
-            tracing::warn!(
-                path = %path.display(),
-                valid_bytes = end,
-                file_bytes = len,
-                "truncating segment at the first torn or corrupt batch"
-            );
-            seg.file
-                .set_len(end)
-                .map_err(|e| StorageError::io("truncate segment", &path, e))?;
-            meta.index_dirty = true;
-        }
+        let damage = (end < len).then_some(Damage {
+            valid_bytes: end,
+            file_bytes: len,
+            next_offset: meta.next_offset,
+        });
         seg.size.store(end, Ordering::Release);
         (&seg.file)
             .seek(SeekFrom::Start(end))
             .map_err(|e| StorageError::io("seek segment", &path, e))?;
         *seg.meta.write() = meta;
-        Ok((seg, truncated))
+        Ok((seg, damage))
+    }
+
+    /// Cuts the file at the end of its valid batches (a torn tail after a crash).
+    pub fn cut_damage(&self, damage: &Damage) -> Result<(), StorageError> {
+        let path = self.log_path();
+        tracing::warn!(
+            path = %path.display(),
+            valid_bytes = damage.valid_bytes,
+            file_bytes = damage.file_bytes,
+            "truncating the unflushed tail of the active segment at the first torn or corrupt batch"
+        );
+        self.file
+            .set_len(damage.valid_bytes)
+            .map_err(|e| StorageError::io("truncate segment", &path, e))?;
+        self.meta.write().index_dirty = true;
+        Ok(())
     }
 
     fn load_indexes(&self, log_len: u64) -> Result<Option<(OffsetIndex, TimeIndex)>, StorageError> {

@@ -1,5 +1,6 @@
-//! Recovery from torn tails, bit flips, damaged indexes and stray files: the longest valid
-//! prefix survives, nothing panics.
+//! Recovery from torn tails, bit flips, damaged indexes and stray files: a torn tail past the
+//! recovery point is cut to the longest valid prefix; damage below it fails the open and
+//! changes nothing; nothing panics.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -21,13 +22,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn last_log_file(dir: &Path) -> std::path::PathBuf {
-    let mut logs: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
+    log_files(dir).pop().unwrap()
 }
 
 /// Writes 30 batches (mixed codecs, several segments) and drops the log without closing.
@@ -178,12 +173,132 @@ fn stray_and_garbage_files_never_panic() {
     let first = dir.path().join("00000000000000000000.log");
     let len = fs::metadata(&first).unwrap().len() as usize;
     fs::write(&first, vec![0x55; len]).unwrap();
-    let log = open(dir.path(), TopicConfig::default(), &clock);
-    assert!(log.log_end_offset() < 400);
-    assert_eq!(
-        read_all(&log, log.log_start_offset()).len() as i64,
-        log.log_end_offset() - log.log_start_offset()
+    let before = snapshot(dir.path());
+    // A sealed segment is below the recovery point: the log stays closed, nothing changes.
+    assert!(matches!(
+        Log::open(dir.path(), TopicConfig::default(), clock.clone()),
+        Err(storage::StorageError::Corrupt { .. })
+    ));
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+/// Every file of a directory with its bytes.
+fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name(), fs::read(e.path()).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+fn log_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut logs: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs
+}
+
+/// Issue 8, item 3: one flipped byte in the last batch of an older segment (after its last
+/// index entry, where the startup scan looks) used to truncate that segment and delete every
+/// later one. Now the open fails loudly and every byte stays where it was; once the byte is
+/// restored, every record is back.
+#[test]
+fn one_bad_byte_in_an_older_segment_keeps_every_later_segment() {
+    let clock = clock();
+    for clean in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let leo = {
+            let log = open(dir.path(), config(), &clock);
+            for i in 0..200 {
+                log.append(batch("s", 3, T0 + i), 0).unwrap();
+            }
+            if clean {
+                log.close().unwrap();
+            }
+            log.log_end_offset()
+        };
+        let logs = log_files(dir.path());
+        assert!(logs.len() > 4, "{logs:?}");
+        let victim = &logs[1];
+        let mut bytes = fs::read(victim).unwrap();
+        let at = bytes.len() - 10;
+        bytes[at] ^= 0x40;
+        fs::write(victim, &bytes).unwrap();
+        let damaged = snapshot(dir.path());
+        for rp in [None, Some(0), Some(leo)] {
+            let err = Log::open_recovering(dir.path(), config(), clock.clone(), rp).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&victim.display().to_string()) && msg.contains("sealed segment"),
+                "{msg}"
+            );
+            assert_eq!(snapshot(dir.path()), damaged, "nothing may change on disk");
+        }
+        bytes[at] ^= 0x40;
+        fs::write(victim, &bytes).unwrap();
+        let log = Log::open_recovering(dir.path(), config(), clock.clone(), Some(leo)).unwrap();
+        assert_eq!(log.log_end_offset(), leo);
+        assert_eq!(read_all(&log, 0).len() as i64, leo);
+    }
+}
+
+/// In the active segment, bad bytes at or after the recovery point are a torn tail (cut);
+/// below it they are damage (the open fails, nothing is cut).
+#[test]
+fn the_recovery_point_decides_what_may_be_cut_in_the_active_segment() {
+    let clock = clock();
+    let src = tempfile::tempdir().unwrap();
+    let config = TopicConfig {
+        segment_bytes: 1 << 20,
+        ..config()
+    };
+    let (first_bad, leo) = {
+        let log = open(src.path(), config.clone(), &clock);
+        for i in 0..20 {
+            log.append(batch("a", 2, T0 + i), 0).unwrap();
+        }
+        log.flush().unwrap();
+        assert_eq!(log.durable_offset(), 40);
+        for i in 0..20 {
+            log.append(batch("b", 2, T0 + i), 0).unwrap();
+        }
+        (10, log.log_end_offset())
+    };
+    // Corrupt batch 5 (offsets 10-11): below the recovery point 40.
+    let flip = |dir: &Path| {
+        let path = log_files(dir).pop().unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let batch_len = bytes.len() / 40;
+        bytes[5 * batch_len + 30] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), dir.path());
+    flip(dir.path());
+    let before = snapshot(dir.path());
+    let err =
+        Log::open_recovering(dir.path(), config.clone(), clock.clone(), Some(40)).unwrap_err();
+    assert!(
+        err.to_string().contains("below the recovery point 40"),
+        "{err}"
     );
+    assert_eq!(snapshot(dir.path()), before);
+    // Without a checkpoint only the segment's base is known durable: the tail is cut there.
+    let log = Log::open_recovering(dir.path(), config.clone(), clock.clone(), None).unwrap();
+    assert_eq!(log.log_end_offset(), first_bad);
+    drop(log);
+    // A recovery point below the damage: a torn tail, cut.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), dir.path());
+    flip(dir.path());
+    let log = Log::open_recovering(dir.path(), config, clock.clone(), Some(8)).unwrap();
+    assert_eq!(log.log_end_offset(), first_bad);
+    assert!(leo > first_bad);
 }
 
 mod fuzz {

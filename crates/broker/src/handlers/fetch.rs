@@ -146,10 +146,7 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
                 .with_high_watermark(-1);
             let partition = match name.as_deref() {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => state
-                    .replicas
-                    .get(n, pp.index)
-                    .ok_or(ErrorCode::UnknownTopicOrPartition),
+                Some(n) => state.replicas.lookup(n, pp.index),
             };
             let partition = match partition {
                 Ok(p) => p,

@@ -34,6 +34,11 @@ fn topic_entry(state: &BrokerState, t: &TopicImage, version: i16) -> MetadataRes
             if version >= 7 {
                 r = r.with_leader_epoch(epoch);
             }
+            let tp = model::TopicPartition::new(t.name.clone(), i as i32);
+            if version >= 5 && state.replicas.offline_partition(&tp).is_some() {
+                // Its log could not be opened here: Produce and Fetch get KAFKA_STORAGE_ERROR.
+                r = r.with_offline_replicas(vec![BrokerId(state.node_id)]);
+            }
             r
         })
         .collect();

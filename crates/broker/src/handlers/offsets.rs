@@ -38,8 +38,9 @@ pub fn list_offsets(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let Some(partition) = state.replicas.get(&t.name.0, p.partition_index) else {
-                        return r.with_error_code(code(ErrorCode::UnknownTopicOrPartition));
+                    let partition = match state.replicas.lookup(&t.name.0, p.partition_index) {
+                        Ok(p) => p,
+                        Err(e) => return r.with_error_code(code(e)),
                     };
                     let latest = if read_committed {
                         partition.last_stable_offset()
@@ -91,8 +92,9 @@ pub fn delete_records(
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let Some(partition) = state.replicas.get(&t.name.0, p.partition_index) else {
-                        return r.with_error_code(code(ErrorCode::UnknownTopicOrPartition));
+                    let partition = match state.replicas.lookup(&t.name.0, p.partition_index) {
+                        Ok(p) => p,
+                        Err(e) => return r.with_error_code(code(e)),
                     };
                     let hw = partition.high_watermark();
                     // -1 means "up to the high watermark".

@@ -56,9 +56,12 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::TransactionalIdAuthorizationFailed));
                 continue;
             }
-            let Some(partition) = state.replicas.get(name, pd.index) else {
-                partitions.push(err(r, ErrorCode::UnknownTopicOrPartition));
-                continue;
+            let partition = match state.replicas.lookup(name, pd.index) {
+                Ok(p) => p,
+                Err(e) => {
+                    partitions.push(err(r, e));
+                    continue;
+                }
             };
             let Some(records) = pd.records else {
                 partitions.push(err(r, ErrorCode::CorruptMessage));

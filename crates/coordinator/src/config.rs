@@ -1,5 +1,6 @@
 //! The coordinator's settings, taken from the broker config (Kafka's names and defaults).
 
+use model::config::ConsumerGroupSettings;
 use model::BrokerConfig;
 
 /// Settings of the group coordinator. `Default` matches Kafka's defaults.
@@ -22,6 +23,8 @@ pub struct CoordinatorConfig {
     pub group_max_size: usize,
     /// How long a new member's JoinGroup may wait before it is dropped (Kafka: 5 minutes).
     pub new_member_join_timeout_ms: i64,
+    /// Consumer-protocol (KIP-848) groups: `group.consumer.*`.
+    pub consumer: ConsumerGroupSettings,
 }
 
 impl Default for CoordinatorConfig {
@@ -36,6 +39,7 @@ impl Default for CoordinatorConfig {
             group_initial_rebalance_delay_ms: 3_000,
             group_max_size: i32::MAX as usize,
             new_member_join_timeout_ms: 5 * 60 * 1000,
+            consumer: ConsumerGroupSettings::default(),
         }
     }
 }
@@ -50,6 +54,7 @@ impl CoordinatorConfig {
             group_min_session_timeout_ms: b.group_min_session_timeout_ms,
             group_max_session_timeout_ms: b.group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms: b.group_initial_rebalance_delay_ms,
+            consumer: b.consumer_groups.clone(),
             ..CoordinatorConfig::default()
         }
     }

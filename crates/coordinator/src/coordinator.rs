@@ -37,6 +37,7 @@ use protocol::messages::{
 };
 use protocol::{RequestKind, ResponseKind};
 
+use crate::consumer::ConsumerGroups;
 use crate::group::{s, Env, Group, GroupState, JoinParams, JoinResult, Pending, SyncResult};
 use crate::records::{self, OffsetValue, RecordKey};
 use crate::{CoordinatorConfig, Error, GroupSnapshot, Output, Record, RequestContext, TxnRecords};
@@ -130,7 +131,7 @@ pub fn find_coordinator(
 
 /// Produces unique, unguessable member ids (`<client id>-<uuid-like>`) without a uuid crate.
 #[derive(Debug)]
-struct MemberIdGenerator {
+pub(crate) struct MemberIdGenerator {
     state: u64,
 }
 
@@ -149,6 +150,20 @@ impl MemberIdGenerator {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// A random UUID in its text form (consumer-protocol member ids).
+    pub(crate) fn uuid(&mut self) -> String {
+        let a = self.next_u64();
+        let b = self.next_u64();
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            0x8000 | ((b >> 48) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
     }
 
     fn member_id(&mut self, prefix: &str) -> String {
@@ -173,13 +188,17 @@ impl MemberIdGenerator {
 /// partition was loaded with [`GroupCoordinator::load_partition`] are served.
 #[derive(Debug)]
 pub struct GroupCoordinator {
-    config: CoordinatorConfig,
-    groups: BTreeMap<String, Group>,
-    owned_partitions: BTreeSet<i32>,
+    pub(crate) config: CoordinatorConfig,
+    /// Classic groups, and the committed offsets of every group (a consumer group's offsets
+    /// live in an entry here without members).
+    pub(crate) groups: BTreeMap<String, Group>,
+    /// Consumer-protocol (KIP-848) groups.
+    pub(crate) consumer: ConsumerGroups,
+    pub(crate) owned_partitions: BTreeSet<i32>,
     /// Partitions being replayed: their groups answer COORDINATOR_LOAD_IN_PROGRESS.
     loading_partitions: BTreeSet<i32>,
     next_retention_check_ms: Option<i64>,
-    ids: MemberIdGenerator,
+    pub(crate) ids: MemberIdGenerator,
     /// Counts offset records in `__consumer_offsets` order (replayed, then written), to
     /// order transactional offsets against plain commits.
     record_seq: u64,
@@ -187,7 +206,7 @@ pub struct GroupCoordinator {
 
 /// Which validation an API applies to the group id (Kafka's `isValidGroupId`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum EmptyGroupId {
+pub(crate) enum EmptyGroupId {
     Allowed,
     Invalid,
 }
@@ -197,6 +216,7 @@ impl GroupCoordinator {
         GroupCoordinator {
             config,
             groups: BTreeMap::new(),
+            consumer: ConsumerGroups::default(),
             owned_partitions: BTreeSet::new(),
             loading_partitions: BTreeSet::new(),
             next_retention_check_ms: None,
@@ -242,6 +262,7 @@ impl GroupCoordinator {
                 m.heartbeat_deadline_ms = now_ms.saturating_add(i64::from(m.session_timeout_ms));
             }
         }
+        self.load_consumer_groups(partition, now_ms);
         if self.next_retention_check_ms.is_none() {
             self.next_retention_check_ms =
                 Some(now_ms.saturating_add(self.config.offsets_retention_check_interval_ms));
@@ -271,6 +292,7 @@ impl GroupCoordinator {
                 g.fail_all_pending(ErrorCode::NotCoordinator, &mut env);
             }
         }
+        self.consumer.groups.retain(|_, g| g.partition != partition);
         out
     }
 
@@ -280,7 +302,7 @@ impl GroupCoordinator {
             .contains(&self.partition_for(group_id))
     }
 
-    fn validate(&self, group_id: &str, empty: EmptyGroupId) -> Option<ErrorCode> {
+    pub(crate) fn validate(&self, group_id: &str, empty: EmptyGroupId) -> Option<ErrorCode> {
         if group_id.is_empty() && empty == EmptyGroupId::Invalid {
             Some(ErrorCode::InvalidGroupId)
         } else if self
@@ -341,29 +363,47 @@ impl GroupCoordinator {
         };
         let group_id = req.group_id.0.to_string();
         let member_id = req.member_id.to_string();
-        let fail = |out: &mut Output, e: ErrorCode| {
+        let fail = |cfg: &CoordinatorConfig, out: &mut Output, e: ErrorCode| {
             let mut env = Env {
-                cfg: &self.config,
+                cfg,
                 now: now_ms,
                 out,
             };
             env.respond_join(pending, JoinResult::error(&member_id, e));
         };
         if let Some(e) = self.validate(&group_id, EmptyGroupId::Invalid) {
-            fail(&mut out, e);
+            fail(&self.config, &mut out, e);
             return out;
         }
         let session = req.session_timeout_ms;
         if session < self.config.group_min_session_timeout_ms
             || session > self.config.group_max_session_timeout_ms
         {
-            fail(&mut out, ErrorCode::InvalidSessionTimeout);
+            fail(&self.config, &mut out, ErrorCode::InvalidSessionTimeout);
             return out;
+        }
+        if self.consumer.contains(&group_id) {
+            if self
+                .consumer
+                .group(&group_id)
+                .is_some_and(|g| !g.is_empty())
+            {
+                self.join_consumer_group(
+                    pending,
+                    ctx.client_id,
+                    ctx.client_host,
+                    &req,
+                    now_ms,
+                    &mut out,
+                );
+                return out;
+            }
+            self.retire_empty_consumer_group(&group_id, &mut out);
         }
         let is_unknown = member_id.is_empty();
         if !self.groups.contains_key(&group_id) {
             if !is_unknown {
-                fail(&mut out, ErrorCode::UnknownMemberId);
+                fail(&self.config, &mut out, ErrorCode::UnknownMemberId);
                 return out;
             }
             let partition = self.partition_for(&group_id);
@@ -426,7 +466,12 @@ impl GroupCoordinator {
             version: ctx.api_version,
         };
         let group_id = req.group_id.0.to_string();
-        let error = self.validate(&group_id, EmptyGroupId::Invalid).or_else(|| {
+        let error = self.validate(&group_id, EmptyGroupId::Invalid);
+        if error.is_none() && self.consumer.contains(&group_id) {
+            self.sync_consumer_group(pending, &req, now_ms, &mut out);
+            return out;
+        }
+        let error = error.or_else(|| {
             (!self.groups.contains_key(&group_id)).then_some(ErrorCode::UnknownMemberId)
         });
         if let Some(mut e) = error {
@@ -500,6 +545,9 @@ impl GroupCoordinator {
             // Kafka answers heartbeats blindly while the group is loading.
             Some(ErrorCode::CoordinatorLoadInProgress) => ErrorCode::None,
             Some(e) => e,
+            None if self.consumer.contains(&group_id) => {
+                self.heartbeat_consumer_group(&req, ctx.api_version, now_ms)
+            }
             None => self
                 .with_group(&group_id, now_ms, &mut out, |g, env, _| {
                     g.heartbeat(
@@ -546,6 +594,10 @@ impl GroupCoordinator {
         let (top, members): (ErrorCode, Vec<ErrorCode>) =
             match self.validate(&group_id, EmptyGroupId::Invalid) {
                 Some(e) => (e, Vec::new()),
+                None if self.consumer.contains(&group_id) => (
+                    ErrorCode::None,
+                    self.leave_consumer_group(&group_id, &leaving, now_ms, &mut out),
+                ),
                 None => {
                     let r = self.with_group(&group_id, now_ms, &mut out, |g, env, _| {
                         leaving
@@ -611,7 +663,14 @@ impl GroupCoordinator {
             None
         };
         let mut error = self.validate(&group_id, EmptyGroupId::Allowed);
-        if error.is_none() && !self.groups.contains_key(&group_id) {
+        // Consumer groups check member epochs; their offsets live in a classic entry.
+        let consumer = error
+            .is_none()
+            .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, false, v))
+            .flatten();
+        if let Some(e) = consumer {
+            error = e;
+        } else if error.is_none() && !self.groups.contains_key(&group_id) {
             if generation < 0 {
                 // A simple consumer using Kafka only for offset storage.
                 let partition = self.partition_for(&group_id);
@@ -621,7 +680,7 @@ impl GroupCoordinator {
                 error = Some(ErrorCode::IllegalGeneration);
             }
         }
-        if error.is_none() {
+        if error.is_none() && consumer.is_none() {
             error = self.groups.get_mut(&group_id).and_then(|g| {
                 g.validate_offset_commit(
                     &member_id,
@@ -747,6 +806,12 @@ impl GroupCoordinator {
                 });
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
+                // v9: members of consumer groups fetch with their member epoch.
+                if let Some(e) = self.consumer_offset_fetch_check(&group_id, v, g) {
+                    rg.error_code = e.code();
+                    resp.groups.push(rg);
+                    continue;
+                }
                 match self.fetch_offsets(&group_id, topics, req.require_stable) {
                     Ok(topics) => {
                         rg.topics = topics
@@ -848,12 +913,15 @@ impl GroupCoordinator {
         let mut out = Output::default();
         let group_id = req.group_id.0.to_string();
         let mut resp = OffsetDeleteResponse::default();
+        // A consumer group protects the topics its members subscribe to.
+        let consumer_subscribed = self.consumer_offsets_holder(&group_id);
         let group_error = self.validate(&group_id, EmptyGroupId::Invalid).or_else(|| {
             (!self.groups.contains_key(&group_id)).then_some(ErrorCode::GroupIdNotFound)
         });
         let group_error = match (group_error, self.groups.get_mut(&group_id)) {
             (None, Some(g)) => {
                 let subscribed = match g.state {
+                    _ if consumer_subscribed.is_some() => consumer_subscribed,
                     GroupState::Empty => Some(BTreeSet::new()),
                     _ if g.protocol_type.as_deref() == Some("consumer") => {
                         Some(g.subscribed_topics.clone().unwrap_or_default())
@@ -939,6 +1007,7 @@ impl GroupCoordinator {
                 .groups
                 .values()
                 .filter(|g| self.owned_partitions.contains(&g.partition))
+                .filter(|g| !self.consumer.contains(&g.id))
             {
                 let state = g.state.name();
                 if !states.is_empty() && !states.iter().any(|s| s == &state.to_lowercase()) {
@@ -955,6 +1024,9 @@ impl GroupCoordinator {
                 }
                 resp.groups.push(lg);
             }
+        }
+        if types.is_empty() || types.iter().any(|t| t == "consumer") {
+            resp.groups.extend(self.list_consumer_groups(v, &states));
         }
         out.responses
             .push((ctx.token, ResponseKind::ListGroups(resp)));
@@ -978,6 +1050,14 @@ impl GroupCoordinator {
             dg.group_id = id.clone();
             if let Some(e) = self.validate(&group_id, EmptyGroupId::Allowed) {
                 dg.error_code = e.code();
+            } else if self.consumer.contains(&group_id) {
+                // As Kafka: a consumer group is described by ConsumerGroupDescribe.
+                dg.group_state = s(GroupState::Dead.name());
+                if v >= 6 {
+                    dg.error_code = ErrorCode::GroupIdNotFound.code();
+                    dg.error_message =
+                        Some(s(&format!("Group {group_id} is not a classic group.")));
+                }
             } else if let Some(g) = self.groups.get(&group_id) {
                 let stable = g.state == GroupState::Stable;
                 dg.group_state = s(g.state.name());
@@ -1037,6 +1117,9 @@ impl GroupCoordinator {
             let group_id = id.0.to_string();
             let e = match self.validate(&group_id, EmptyGroupId::Allowed) {
                 Some(e) => e,
+                None if self.consumer.contains(&group_id) => {
+                    self.delete_consumer_group(&group_id, &mut out)
+                }
                 None => match self.groups.get(&group_id).map(|g| g.state) {
                     None => ErrorCode::GroupIdNotFound,
                     Some(GroupState::Empty) => {
@@ -1082,6 +1165,8 @@ impl GroupCoordinator {
             RequestKind::DescribeGroups(r) => self.describe_groups(ctx, r, now_ms),
             RequestKind::DeleteGroups(r) => self.delete_groups(ctx, r, now_ms),
             RequestKind::TxnOffsetCommit(r) => self.txn_offset_commit(ctx, r, now_ms),
+            RequestKind::ConsumerGroupHeartbeat(r) => self.consumer_group_heartbeat(ctx, r, now_ms),
+            RequestKind::ConsumerGroupDescribe(r) => self.consumer_group_describe(ctx, r, now_ms),
             other => return Err(other),
         })
     }
@@ -1139,7 +1224,14 @@ impl GroupCoordinator {
             (String::new(), -1, None)
         };
         let mut error = self.validate(&group_id, EmptyGroupId::Invalid);
-        if error.is_none() && !self.groups.contains_key(&group_id) {
+        // Consumer groups: the generation is the member epoch (Kafka's validateOffsetCommit).
+        let consumer = error
+            .is_none()
+            .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, true, v))
+            .flatten();
+        if let Some(e) = consumer {
+            error = e;
+        } else if error.is_none() && !self.groups.contains_key(&group_id) {
             if generation < 0 {
                 let partition = self.partition_for(&group_id);
                 self.groups
@@ -1148,7 +1240,7 @@ impl GroupCoordinator {
                 error = Some(ErrorCode::IllegalGeneration);
             }
         }
-        if error.is_none() {
+        if error.is_none() && consumer.is_none() {
             error = self.groups.get_mut(&group_id).and_then(|g| {
                 if g.state == GroupState::Dead {
                     return Some(ErrorCode::CoordinatorNotAvailable);
@@ -1290,6 +1382,7 @@ impl GroupCoordinator {
             };
             g.poll(&mut env);
         }
+        self.tick_consumer_groups(now_ms, &mut out);
         if self.next_retention_check_ms.is_some_and(|t| t <= now_ms) {
             self.expire_offsets(now_ms, &mut out);
             self.next_retention_check_ms =
@@ -1305,6 +1398,7 @@ impl GroupCoordinator {
             .filter(|g| self.owned_partitions.contains(&g.partition))
             .filter_map(Group::next_deadline)
             .chain(self.next_retention_check_ms)
+            .chain(self.consumer_next_deadline())
             .min()
     }
 
@@ -1316,11 +1410,17 @@ impl GroupCoordinator {
     fn expire_offsets(&mut self, now_ms: i64, out: &mut Output) {
         let retention = self.config.offsets_retention_ms;
         let mut dead = Vec::new();
+        // Consumer groups: offsets of subscribed topics stay; others expire after their
+        // commit (Kafka's ConsumerGroup offset expiration condition).
+        let consumer_subscribed = self.consumer_subscribed_topics();
         for g in self.groups.values_mut() {
             if !self.owned_partitions.contains(&g.partition) {
                 continue;
             }
             let rule: Option<(Option<i64>, BTreeSet<String>)> = match (&g.protocol_type, g.state) {
+                _ if consumer_subscribed.contains_key(&g.id) => {
+                    consumer_subscribed.get(&g.id).map(|t| (None, t.clone()))
+                }
                 (Some(_), GroupState::Empty) => Some((g.state_timestamp_ms, BTreeSet::new())),
                 (Some(t), GroupState::Stable) if t == "consumer" => {
                     g.subscribed_topics.clone().map(|topics| (None, topics))
@@ -1357,6 +1457,11 @@ impl GroupCoordinator {
             }
         }
         for id in dead {
+            if consumer_subscribed.contains_key(&id) {
+                // Only the offsets holder of a consumer group: it has no record of its own.
+                self.groups.remove(&id);
+                continue;
+            }
             if let Some(g) = self.groups.remove(&id) {
                 tracing::info!(group = %id, "removing empty group without offsets");
                 out.records.push(Record {
@@ -1366,6 +1471,7 @@ impl GroupCoordinator {
                 });
             }
         }
+        self.expire_empty_consumer_groups(out);
     }
 
     // ---- replay -------------------------------------------------------------------------------
@@ -1373,6 +1479,9 @@ impl GroupCoordinator {
     /// Applies one `__consumer_offsets` record (in log order) while rebuilding state on start or
     /// failover, before `load_partition`. Tombstones delete; unknown record types are skipped.
     pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), Error> {
+        if self.replay_consumer_record(key, value)? {
+            return Ok(());
+        }
         match records::decode_key(key)? {
             RecordKey::Offset {
                 group,

@@ -35,6 +35,7 @@
 //! ```
 
 mod config;
+pub mod consumer;
 mod coordinator;
 mod group;
 pub mod records;
@@ -44,6 +45,7 @@ use bytes::Bytes;
 use protocol::ResponseKind;
 
 pub use config::CoordinatorConfig;
+pub use consumer::{ConsumerGroupState, TopicInfo, TopicsImage};
 pub use coordinator::{find_coordinator, partition_for, CoordinatorNode, GroupCoordinator};
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot, OffsetSnapshot};
 pub use txn::{

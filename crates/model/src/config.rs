@@ -383,6 +383,60 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "how long committed offsets of empty groups are kept",
     ),
     broker(
+        "group.consumer.session.timeout.ms",
+        "45000",
+        ConfigType::Int,
+        "session timeout of consumer-protocol (KIP-848) group members",
+    ),
+    broker(
+        "group.consumer.min.session.timeout.ms",
+        "45000",
+        ConfigType::Int,
+        "smallest group.consumer.session.timeout.ms allowed",
+    ),
+    broker(
+        "group.consumer.max.session.timeout.ms",
+        "60000",
+        ConfigType::Int,
+        "largest group.consumer.session.timeout.ms allowed",
+    ),
+    broker(
+        "group.consumer.heartbeat.interval.ms",
+        "5000",
+        ConfigType::Int,
+        "heartbeat interval the coordinator gives consumer-protocol members",
+    ),
+    broker(
+        "group.consumer.min.heartbeat.interval.ms",
+        "5000",
+        ConfigType::Int,
+        "smallest group.consumer.heartbeat.interval.ms allowed",
+    ),
+    broker(
+        "group.consumer.max.heartbeat.interval.ms",
+        "15000",
+        ConfigType::Int,
+        "largest group.consumer.heartbeat.interval.ms allowed",
+    ),
+    broker(
+        "group.consumer.max.size",
+        "2147483647",
+        ConfigType::Int,
+        "members a consumer-protocol group may have (GROUP_MAX_SIZE_REACHED past it)",
+    ),
+    broker(
+        "group.consumer.assignors",
+        "uniform,range",
+        ConfigType::List,
+        "server-side assignors of consumer-protocol groups; the first is the default",
+    ),
+    broker(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        ConfigType::String,
+        "online conversion of non-empty groups: disabled, upgrade, downgrade or bidirectional",
+    ),
+    broker(
         "group.min.session.timeout.ms",
         "6000",
         ConfigType::Int,
@@ -705,6 +759,8 @@ pub struct BrokerConfig {
     /// included; checked when topics or partitions are created.
     pub max_broker_partitions: i32,
     pub offsets_retention_minutes: i32,
+    /// The consumer-protocol (KIP-848) group settings (`group.consumer.*`).
+    pub consumer_groups: ConsumerGroupSettings,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_initial_rebalance_delay_ms: i32,
@@ -733,6 +789,147 @@ pub struct TransactionSettings {
     pub abort_timed_out_interval_ms: i32,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub remove_expired_interval_ms: i32,
+}
+
+/// How a non-empty group may convert between the classic and the consumer protocol
+/// (`group.consumer.migration.policy`); empty groups always convert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    Disabled,
+    Upgrade,
+    Downgrade,
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
+}
+
+/// The settings of consumer-protocol (KIP-848) groups, with Kafka's names and defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    /// `group.consumer.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`.
+    pub max_size: i32,
+    /// `group.consumer.assignors`, lower-case short names (`uniform`, `range`); the first is
+    /// the default.
+    pub assignors: Vec<String>,
+    /// `group.consumer.migration.policy`.
+    pub migration_policy: MigrationPolicy,
+}
+
+impl Default for ConsumerGroupSettings {
+    fn default() -> Self {
+        ConsumerGroupSettings {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX,
+            assignors: vec!["uniform".to_string(), "range".to_string()],
+            migration_policy: MigrationPolicy::Bidirectional,
+        }
+    }
+}
+
+impl ConsumerGroupSettings {
+    /// Reads and checks the `group.consumer.*` keys as Kafka does: each timeout within its
+    /// min and max, the heartbeat interval below the session timeout, known assignors.
+    fn from_props(get: &dyn Fn(&str) -> String) -> Result<Self, ConfigError> {
+        let int = |name: &str, min: i32| -> Result<i32, ConfigError> {
+            let v = get(name);
+            at_least(name, &v, parse_i32(name, &v)?, min)
+        };
+        let within = |name: &str, min_key: &str, max_key: &str| -> Result<i32, ConfigError> {
+            let (x, lo, hi) = (int(name, 1)?, int(min_key, 1)?, int(max_key, 1)?);
+            if x < lo || x > hi {
+                return Err(ConfigError::new(
+                    name,
+                    &x.to_string(),
+                    format!("must be within {min_key} ({lo}) and {max_key} ({hi})"),
+                ));
+            }
+            Ok(x)
+        };
+        let session_timeout_ms = within(
+            "group.consumer.session.timeout.ms",
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        )?;
+        let heartbeat_interval_ms = within(
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        )?;
+        if heartbeat_interval_ms >= session_timeout_ms {
+            return Err(ConfigError::new(
+                "group.consumer.heartbeat.interval.ms",
+                &heartbeat_interval_ms.to_string(),
+                "must be below group.consumer.session.timeout.ms",
+            ));
+        }
+        let raw = get("group.consumer.assignors");
+        let mut assignors = Vec::new();
+        for name in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            // Kafka also takes the assignors' class names.
+            let short = match name {
+                "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+                "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+                other => other,
+            };
+            if short != "uniform" && short != "range" {
+                return Err(ConfigError::new(
+                    "group.consumer.assignors",
+                    &raw,
+                    format!("unknown assignor {name} (known: uniform, range)"),
+                ));
+            }
+            if !assignors.iter().any(|a| a == short) {
+                assignors.push(short.to_string());
+            }
+        }
+        if assignors.is_empty() {
+            return Err(ConfigError::new(
+                "group.consumer.assignors",
+                &raw,
+                "needs at least one assignor",
+            ));
+        }
+        let policy = get("group.consumer.migration.policy");
+        let migration_policy = match policy.trim().to_ascii_lowercase().as_str() {
+            "disabled" => MigrationPolicy::Disabled,
+            "upgrade" => MigrationPolicy::Upgrade,
+            "downgrade" => MigrationPolicy::Downgrade,
+            "bidirectional" => MigrationPolicy::Bidirectional,
+            _ => {
+                return Err(ConfigError::new(
+                    "group.consumer.migration.policy",
+                    &policy,
+                    "expected disabled, upgrade, downgrade or bidirectional",
+                ))
+            }
+        };
+        Ok(ConsumerGroupSettings {
+            session_timeout_ms,
+            heartbeat_interval_ms,
+            max_size: int("group.consumer.max.size", 1)?,
+            assignors,
+            migration_policy,
+        })
+    }
 }
 
 impl Default for BrokerConfig {
@@ -812,6 +1009,7 @@ impl BrokerConfig {
             offsets_topic_num_partitions: int("offsets.topic.num.partitions", 1)?,
             max_broker_partitions: int("max.broker.partitions", 1)?,
             offsets_retention_minutes: int("offsets.retention.minutes", 1)?,
+            consumer_groups: ConsumerGroupSettings::from_props(&get)?,
             group_min_session_timeout_ms: int("group.min.session.timeout.ms", 0)?,
             group_max_session_timeout_ms: int("group.max.session.timeout.ms", 0)?,
             group_initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 0)?,
@@ -887,6 +1085,46 @@ mod tests {
         assert_eq!(b.listen, "127.0.0.1:9092");
         assert_eq!(b.socket_request_max_bytes, 100 * 1024 * 1024);
         assert_eq!(b.fetch_max_bytes, 55 * 1024 * 1024);
+    }
+
+    #[test]
+    fn consumer_group_settings_are_kafkas_and_checked() {
+        let c = BrokerConfig::default().consumer_groups;
+        assert_eq!(c, ConsumerGroupSettings::default());
+        let ok = BrokerConfig::from_props(map(&[
+            ("group.consumer.min.session.timeout.ms", "1000"),
+            ("group.consumer.session.timeout.ms", "2000"),
+            ("group.consumer.min.heartbeat.interval.ms", "50"),
+            ("group.consumer.heartbeat.interval.ms", "100"),
+            (
+                "group.consumer.assignors",
+                "range, org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+            ),
+            ("group.consumer.migration.policy", "Upgrade"),
+        ]))
+        .unwrap()
+        .consumer_groups;
+        assert_eq!(
+            (ok.session_timeout_ms, ok.heartbeat_interval_ms),
+            (2000, 100)
+        );
+        assert_eq!(ok.assignors, vec!["range", "uniform"]);
+        assert_eq!(ok.migration_policy, MigrationPolicy::Upgrade);
+        for bad in [
+            &[("group.consumer.session.timeout.ms", "1000")][..],
+            &[("group.consumer.heartbeat.interval.ms", "20000")][..],
+            &[("group.consumer.assignors", "sticky")][..],
+            &[("group.consumer.assignors", "")][..],
+            &[("group.consumer.migration.policy", "sometimes")][..],
+            &[
+                ("group.consumer.min.session.timeout.ms", "100"),
+                ("group.consumer.session.timeout.ms", "100"),
+                ("group.consumer.min.heartbeat.interval.ms", "100"),
+                ("group.consumer.heartbeat.interval.ms", "100"),
+            ][..],
+        ] {
+            assert!(BrokerConfig::from_props(map(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

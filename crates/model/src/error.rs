@@ -126,6 +126,14 @@ pub enum ErrorCode {
     TelemetryTooLarge = 118,
     InvalidRegistration = 119,
     TransactionAbortable = 120,
+    InvalidRecordState = 121,
+    ShareSessionNotFound = 122,
+    InvalidShareSessionEpoch = 123,
+    FencedStateEpoch = 124,
+    InvalidVoterKey = 125,
+    DuplicateVoter = 126,
+    VoterNotFound = 127,
+    InvalidRegularExpression = 128,
 }
 
 impl ErrorCode {
@@ -259,6 +267,14 @@ impl ErrorCode {
             118 => ErrorCode::TelemetryTooLarge,
             119 => ErrorCode::InvalidRegistration,
             120 => ErrorCode::TransactionAbortable,
+            121 => ErrorCode::InvalidRecordState,
+            122 => ErrorCode::ShareSessionNotFound,
+            123 => ErrorCode::InvalidShareSessionEpoch,
+            124 => ErrorCode::FencedStateEpoch,
+            125 => ErrorCode::InvalidVoterKey,
+            126 => ErrorCode::DuplicateVoter,
+            127 => ErrorCode::VoterNotFound,
+            128 => ErrorCode::InvalidRegularExpression,
             _ => ErrorCode::UnknownServerError,
         }
     }
@@ -392,6 +408,14 @@ impl ErrorCode {
             ErrorCode::TelemetryTooLarge => "TELEMETRY_TOO_LARGE",
             ErrorCode::InvalidRegistration => "INVALID_REGISTRATION",
             ErrorCode::TransactionAbortable => "TRANSACTION_ABORTABLE",
+            ErrorCode::InvalidRecordState => "INVALID_RECORD_STATE",
+            ErrorCode::ShareSessionNotFound => "SHARE_SESSION_NOT_FOUND",
+            ErrorCode::InvalidShareSessionEpoch => "INVALID_SHARE_SESSION_EPOCH",
+            ErrorCode::FencedStateEpoch => "FENCED_STATE_EPOCH",
+            ErrorCode::InvalidVoterKey => "INVALID_VOTER_KEY",
+            ErrorCode::DuplicateVoter => "DUPLICATE_VOTER",
+            ErrorCode::VoterNotFound => "VOTER_NOT_FOUND",
+            ErrorCode::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",
         }
     }
 
@@ -448,7 +472,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for code in -1..=120 {
+        for code in -1..=128 {
             assert_eq!(ErrorCode::from_code(code).code(), code);
         }
         assert_eq!(ErrorCode::from_code(9999), ErrorCode::UnknownServerError);

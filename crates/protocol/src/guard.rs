@@ -546,6 +546,8 @@ pub(super) static MESSAGES: &[Message] = &[
     m(61, "DescribeProducers",       range(0, 0),    Some(0),  &DESCRIBE_PRODUCERS_REQUEST),
     m(65, "DescribeTransactions",    range(0, 0),    Some(0),  &DESCRIBE_TRANSACTIONS_REQUEST),
     m(66, "ListTransactions",        range(0, 2),    Some(0),  &LIST_TRANSACTIONS_REQUEST),
+    m(68, "ConsumerGroupHeartbeat",  range(0, 1),    Some(0),  &CONSUMER_GROUP_HEARTBEAT_REQUEST),
+    m(69, "ConsumerGroupDescribe",   range(0, 1),    Some(0),  &CONSUMER_GROUP_DESCRIBE_REQUEST),
 ];
 
 // Produce (api key 0)
@@ -1254,6 +1256,40 @@ static LIST_TRANSACTIONS_REQUEST: Schema = Schema {
         f("producer_id_filters", ALL, Ty::Array(&Ty::Int64)),
         f("duration_filter", since(1), Ty::Int64),
         f("transactional_id_pattern", since(2), Ty::NullableString),
+    ],
+    tagged: &[],
+};
+
+// ConsumerGroupHeartbeat (api key 68)
+static CONSUMER_GROUP_HEARTBEAT_REQUEST: Schema = Schema {
+    fields: &[
+        f("group_id", ALL, Ty::String),
+        f("member_id", ALL, Ty::String),
+        f("member_epoch", ALL, Ty::Int32),
+        f("instance_id", ALL, Ty::NullableString),
+        f("rack_id", ALL, Ty::NullableString),
+        f("rebalance_timeout_ms", ALL, Ty::Int32),
+        f("subscribed_topic_names", ALL, Ty::NullableArray(&Ty::String)),
+        f("subscribed_topic_regex", since(1), Ty::NullableString),
+        f("server_assignor", ALL, Ty::NullableString),
+        f("topic_partitions", ALL, Ty::NullableArray(&Ty::Struct(&CONSUMER_GROUP_HEARTBEAT_REQUEST_TOPIC_PARTITIONS))),
+    ],
+    tagged: &[],
+};
+
+static CONSUMER_GROUP_HEARTBEAT_REQUEST_TOPIC_PARTITIONS: Schema = Schema {
+    fields: &[
+        f("topic_id", ALL, Ty::Uuid),
+        f("partitions", ALL, Ty::Array(&Ty::Int32)),
+    ],
+    tagged: &[],
+};
+
+// ConsumerGroupDescribe (api key 69)
+static CONSUMER_GROUP_DESCRIBE_REQUEST: Schema = Schema {
+    fields: &[
+        f("group_ids", ALL, Ty::Array(&Ty::String)),
+        f("include_authorized_operations", ALL, Ty::Bool),
     ],
     tagged: &[],
 };

@@ -2,6 +2,7 @@
 //! every version), against hostile bodies, and as the gate that makes decoding safe.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -11,8 +12,8 @@ use kafka_protocol::messages::fetch_request::{
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, RequestKind,
-    TopicName,
+    ApiKey, ConsumerGroupHeartbeatRequest, CreateTopicsRequest, FetchRequest, MetadataRequest,
+    ProduceRequest, RequestKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
@@ -63,6 +64,8 @@ fn default_request(api: ApiKey) -> RequestKind {
         DescribeProducers,
         DescribeTransactions,
         ListTransactions,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
     )
 }
 
@@ -125,7 +128,7 @@ fn covers_the_apis_in_the_brief() {
     let keys: Vec<i16> = guard::guarded_apis().map(|(k, ..)| k).collect();
     let want = [
         0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32,
-        33, 35, 37, 42, 44, 47, 60, 61, 65, 66,
+        33, 35, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
     ];
     assert_eq!(keys, want);
 }
@@ -287,6 +290,31 @@ fn create_topics(version: i16) -> CreateTopicsRequest {
     req
 }
 
+fn consumer_group_heartbeat(version: i16, with_nulls: bool) -> ConsumerGroupHeartbeatRequest {
+    let owned = TopicPartitions::default()
+        .with_topic_id(Default::default())
+        .with_partitions(vec![0, 3, 5])
+        .with_unknown_tagged_fields(unknown_tags());
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s("g").into())
+        .with_member_id(s("m-1"))
+        .with_member_epoch(3)
+        .with_rebalance_timeout_ms(if with_nulls { -1 } else { 300_000 })
+        .with_unknown_tagged_fields(unknown_tags());
+    if !with_nulls {
+        req = req
+            .with_instance_id(Some(s("i-1")))
+            .with_rack_id(Some(s("rack-a")))
+            .with_subscribed_topic_names(Some(vec![name("a"), name("b")]))
+            .with_server_assignor(Some(s("uniform")))
+            .with_topic_partitions(Some(vec![owned.clone(), owned]));
+        if version >= 1 {
+            req = req.with_subscribed_topic_regex(Some(s("orders-.*")));
+        }
+    }
+    req
+}
+
 #[test]
 fn populated_requests_at_every_version() {
     let mut samples = 0;
@@ -303,6 +331,10 @@ fn populated_requests_at_every_version() {
             ],
             ApiKey::Metadata => vec![RequestKind::Metadata(metadata(version, false))],
             ApiKey::CreateTopics => vec![RequestKind::CreateTopics(create_topics(version))],
+            ApiKey::ConsumerGroupHeartbeat => vec![
+                RequestKind::ConsumerGroupHeartbeat(consumer_group_heartbeat(version, false)),
+                RequestKind::ConsumerGroupHeartbeat(consumer_group_heartbeat(version, true)),
+            ],
             _ => continue,
         };
         for request in requests {
@@ -311,7 +343,7 @@ fn populated_requests_at_every_version() {
             samples += 1;
         }
     }
-    assert_eq!(samples, 2 * 11 + 15 + (2 * 13 + 1) + 6);
+    assert_eq!(samples, 2 * 11 + 15 + (2 * 13 + 1) + 6 + 2 * 2);
 }
 
 #[test]

@@ -476,6 +476,19 @@ if client == "confluent":
     c.subscribe([topic], on_assign=lambda c_, ps: out("assign", [p.partition for p in ps]))
     while True:
         c.poll(0.1)
+elif client == "confluent-consumer-protocol":
+    # KIP-848: incremental assignments; the session timeout is the broker's.
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    owned = set()
+    def assign(c_, ps):
+        owned.update(p.partition for p in ps); out("assign", owned)
+    def revoke(c_, ps):
+        owned.difference_update(p.partition for p in ps); out("assign", owned)
+    c.subscribe([topic], on_assign=assign, on_revoke=revoke, on_lost=revoke)
+    while True:
+        c.poll(0.1)
 else:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener

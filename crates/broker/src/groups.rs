@@ -9,7 +9,10 @@
 use crate::handlers::{Ctx, Reply};
 use crate::state::BrokerState;
 use bytes::Bytes;
-use coordinator::{CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext};
+use coordinator::{
+    CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext, TopicInfo,
+    TopicsImage,
+};
 use metadata::NewTopic;
 use model::ErrorCode;
 use protocol::messages::offset_commit_response::{
@@ -83,6 +86,8 @@ pub struct Groups {
     wake: Notify,
     loaded: AtomicBool,
     load_lock: Mutex<()>,
+    /// The metadata image offset the coordinator's topics view was built from.
+    topics_offset: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for Groups {
@@ -102,11 +107,45 @@ impl Groups {
             wake: Notify::new(),
             loaded: AtomicBool::new(false),
             load_lock: Mutex::new(()),
+            topics_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
         self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands the coordinator the cluster's topics when the metadata image moved (consumer
+    /// groups assign partitions by topic id and follow partition changes).
+    fn refresh_topics(&self, state: &BrokerState, c: &mut GroupCoordinator) {
+        let image = state.image();
+        if self.topics_offset.load(Ordering::Acquire) == image.offset {
+            return;
+        }
+        let topics = TopicsImage::new(image.topics.values().map(|t| {
+            TopicInfo {
+                id: t.id,
+                name: t.name.to_string(),
+                partitions: t.partitions.len() as i32,
+                racks: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut racks: Vec<String> = p
+                            .replicas
+                            .iter()
+                            .filter_map(|b| image.brokers.get(b).and_then(|b| b.rack.clone()))
+                            .collect();
+                        racks.sort();
+                        racks.dedup();
+                        racks
+                    })
+                    .collect(),
+                internal: t.is_internal(),
+            }
+        }));
+        c.set_topics(topics);
+        self.topics_offset.store(image.offset, Ordering::Release);
     }
 
     /// Replays `__consumer_offsets` if it exists (at start), or creates it when `create`.
@@ -252,6 +291,7 @@ impl Groups {
         let now = state.clock.now_ms();
         {
             let mut c = self.lock();
+            self.refresh_topics(state, &mut c);
             let out = match body {
                 RequestKind::JoinGroup(r) => c.join_group(&rctx, r, now),
                 RequestKind::SyncGroup(r) => c.sync_group(&rctx, r, now),
@@ -263,6 +303,8 @@ impl Groups {
                 RequestKind::ListGroups(r) => c.list_groups(&rctx, r, now),
                 RequestKind::DescribeGroups(r) => c.describe_groups(&rctx, r, now),
                 RequestKind::DeleteGroups(r) => c.delete_groups(&rctx, r, now),
+                RequestKind::ConsumerGroupHeartbeat(r) => c.consumer_group_heartbeat(&rctx, r, now),
+                RequestKind::ConsumerGroupDescribe(r) => c.consumer_group_describe(&rctx, r, now),
                 other => {
                     tracing::error!("not a group request: {other:?}");
                     Output::default()

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use protocol::messages::consumer_group_describe_response;
 use protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
@@ -13,9 +14,10 @@ use protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
 use protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, GroupId,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, OffsetDeleteRequest,
+    ConsumerGroupDescribeRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
+    OffsetDeleteRequest,
 };
 
 use crate::cluster::{sb, topic_name, Client, ClientConfig, ClusterInfo, TopicInfo};
@@ -107,6 +109,8 @@ pub struct GroupListing {
     pub protocol_type: String,
     /// Empty when the broker's ListGroups version does not report it.
     pub state: String,
+    /// "classic" or "consumer" (KIP-848); empty when the broker's ListGroups is older than v5.
+    pub group_type: String,
 }
 
 /// A member as DescribeGroups reports it.
@@ -118,6 +122,15 @@ pub struct GroupMemberDescription {
     pub client_host: String,
     /// Decoded when the group uses the consumer protocol.
     pub assignment: Vec<TopicPartition>,
+    /// Consumer-protocol groups (ConsumerGroupDescribe): the member's epoch.
+    pub member_epoch: Option<i32>,
+    /// Consumer-protocol groups: what the member is moving to (the target assignment).
+    pub target_assignment: Vec<TopicPartition>,
+    /// Consumer-protocol groups: the subscribed topics and regex.
+    pub subscribed_topics: Vec<String>,
+    pub subscribed_regex: Option<String>,
+    /// Consumer-protocol groups: whether the member joined with the classic protocol.
+    pub classic: bool,
 }
 
 /// A group as DescribeGroups reports it.
@@ -126,8 +139,14 @@ pub struct GroupDescription {
     pub group_id: String,
     pub state: String,
     pub protocol_type: String,
+    /// The classic group's protocol (assignor), or the consumer group's server assignor.
     pub protocol: String,
     pub members: Vec<GroupMemberDescription>,
+    /// "classic" or "consumer" (KIP-848).
+    pub group_type: String,
+    /// Consumer-protocol groups: the group epoch and the epoch of the target assignment.
+    pub group_epoch: Option<i32>,
+    pub assignment_epoch: Option<i32>,
 }
 
 /// Administrative operations.
@@ -369,17 +388,24 @@ impl Admin {
                 group_id: s(&g.group_id.0),
                 protocol_type: s(&g.protocol_type),
                 state: s(&g.group_state),
+                group_type: s(&g.group_type),
             }));
         }
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         Ok(out)
     }
 
-    /// State, protocol and members (with decoded assignments) of groups.
+    /// State, protocol and members (with decoded assignments) of groups. Consumer-protocol
+    /// groups (KIP-848) are described with ConsumerGroupDescribe when the broker has it
+    /// (member epochs, target assignments); classic groups with DescribeGroups.
     pub async fn describe_groups(&self, ids: &[String]) -> Result<Vec<GroupDescription>> {
         let mut out = Vec::new();
         for id in ids {
             let node = find_coordinator(&self.client, id).await?;
+            if let Some(d) = self.describe_consumer_group(node, id).await? {
+                out.push(d);
+                continue;
+            }
             let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb(id))]);
             let resp = self.client.send_to(node, &req).await?;
             for g in &resp.groups {
@@ -403,12 +429,77 @@ impl Admin {
                             } else {
                                 Vec::new()
                             },
+                            member_epoch: None,
+                            target_assignment: Vec::new(),
+                            subscribed_topics: Vec::new(),
+                            subscribed_regex: None,
+                            classic: true,
                         })
                         .collect(),
+                    group_type: "classic".to_string(),
+                    group_epoch: None,
+                    assignment_epoch: None,
                 });
             }
         }
         Ok(out)
+    }
+
+    /// ConsumerGroupDescribe of one group; None when the broker lacks the API or the group
+    /// is not a consumer-protocol group (then DescribeGroups describes it).
+    async fn describe_consumer_group(
+        &self,
+        node: i32,
+        id: &str,
+    ) -> Result<Option<GroupDescription>> {
+        let conn = self.client.conn_coordinator(node).await?;
+        if conn.version::<ConsumerGroupDescribeRequest>().is_err() {
+            return Ok(None);
+        }
+        let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb(id))]);
+        let resp = conn.send(&req).await?;
+        let Some(g) = resp.groups.first() else {
+            return Ok(None);
+        };
+        if g.error_code == model::ErrorCode::GroupIdNotFound.code() {
+            return Ok(None);
+        }
+        Error::check_msg(g.error_code, g.error_message.as_deref())?;
+        let tps = |a: &consumer_group_describe_response::Assignment| -> Vec<TopicPartition> {
+            a.topic_partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| TopicPartition::new(t.topic_name.0.as_str(), *p))
+                })
+                .collect()
+        };
+        Ok(Some(GroupDescription {
+            group_id: s(&g.group_id.0),
+            state: s(&g.group_state),
+            protocol_type: "consumer".to_string(),
+            protocol: s(&g.assignor_name),
+            members: g
+                .members
+                .iter()
+                .map(|m| GroupMemberDescription {
+                    member_id: s(&m.member_id),
+                    group_instance_id: m.instance_id.as_ref().map(s),
+                    client_id: s(&m.client_id),
+                    client_host: s(&m.client_host),
+                    assignment: tps(&m.assignment),
+                    member_epoch: Some(m.member_epoch),
+                    target_assignment: tps(&m.target_assignment),
+                    subscribed_topics: m.subscribed_topic_names.iter().map(|t| s(&t.0)).collect(),
+                    subscribed_regex: m.subscribed_topic_regex.as_ref().map(s),
+                    classic: m.member_type == 0,
+                })
+                .collect(),
+            group_type: "consumer".to_string(),
+            group_epoch: Some(g.group_epoch),
+            assignment_epoch: Some(g.assignment_epoch),
+        }))
     }
 
     /// Deletes groups (they must be empty); one result per group.

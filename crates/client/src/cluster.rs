@@ -524,6 +524,32 @@ pub(crate) fn broker_timeout_ms(request_timeout_ms: u64) -> i32 {
 }
 
 /// Formats a 16-byte UUID the way Kafka prints topic ids (URL-safe base64, no padding).
+/// The bytes of a UUID in Kafka's text form (22 base64url characters, no padding).
+pub(crate) fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    if s.len() != 22 {
+        return None;
+    }
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = [0u8; 16];
+    let mut i = 0;
+    for c in s.bytes() {
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        bits = (bits << 6) | v;
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            if i < 16 {
+                out[i] = (bits >> nbits) as u8;
+                i += 1;
+            }
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    (i == 16).then_some(out)
+}
+
 pub(crate) fn format_uuid(b: &[u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(22);

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use crate::cluster::{topic_name, Client, ClientConfig};
 use crate::error::{Error, Result};
 use crate::group::{Assignor, GroupMember, RebalanceListener};
+use crate::group_consumer::GroupProtocol;
 use model::ErrorCode;
 
 /// What to do when there is no valid position (Kafka: `auto.offset.reset`).
@@ -64,8 +65,12 @@ pub struct ConsumerConfig {
     pub heartbeat_interval_ms: u64,
     /// Also the rebalance timeout sent in JoinGroup (`max.poll.interval.ms`).
     pub max_poll_interval_ms: i32,
-    /// Preferred first (`partition.assignment.strategy`).
+    /// Preferred first (`partition.assignment.strategy`; classic protocol only).
     pub assignors: Vec<Assignor>,
+    /// `group.protocol`: classic (JoinGroup/SyncGroup) or consumer (KIP-848).
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: the server-side assignor to ask for (consumer protocol).
+    pub group_remote_assignor: Option<String>,
 }
 
 impl Default for ConsumerConfig {
@@ -89,6 +94,8 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 3_000,
             max_poll_interval_ms: 300_000,
             assignors: vec![Assignor::Range, Assignor::CooperativeSticky],
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
         }
     }
 }

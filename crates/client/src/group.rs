@@ -72,14 +72,17 @@ const FLAG_RESET_MEMBER: u8 = 4;
 
 /// Membership state of a subscribed consumer.
 pub struct GroupMember {
-    group_id: String,
-    topics: Vec<String>,
-    listener: Option<Box<dyn RebalanceListener>>,
-    coordinator: Option<i32>,
-    member_id: String,
-    generation: i32,
+    pub(crate) group_id: String,
+    pub(crate) topics: Vec<String>,
+    pub(crate) listener: Option<Box<dyn RebalanceListener>>,
+    pub(crate) coordinator: Option<i32>,
+    pub(crate) member_id: String,
+    /// The generation (classic) or member epoch (consumer protocol).
+    pub(crate) generation: i32,
     protocol: Option<Assignor>,
-    joined: bool,
+    pub(crate) joined: bool,
+    /// The consumer protocol's state (`group.protocol=consumer`).
+    pub(crate) consumer: Option<crate::group_consumer::ConsumerMembership>,
     flags: Arc<AtomicU8>,
     heartbeat: Option<JoinHandle<()>>,
     last_commit: Instant,
@@ -126,6 +129,7 @@ impl GroupMember {
             generation: -1,
             protocol: None,
             joined: false,
+            consumer: None,
             flags: Arc::new(AtomicU8::new(0)),
             heartbeat: None,
             last_commit: Instant::now(),
@@ -187,6 +191,12 @@ async fn coordinator(c: &mut Consumer) -> Result<i32> {
 /// Runs whatever the group needs before records may be returned: (re)join and sync when
 /// required, and auto-commit when due.
 pub(crate) async fn drive(c: &mut Consumer) -> Result<()> {
+    if c.config.group_protocol == crate::group_consumer::GroupProtocol::Consumer {
+        if c.group.is_some() {
+            crate::group_consumer::drive(c).await?;
+        }
+        return auto_commit(c).await;
+    }
     let needs_join = {
         let Some(g) = c.group.as_mut() else {
             return Ok(());
@@ -224,6 +234,10 @@ pub(crate) async fn drive(c: &mut Consumer) -> Result<()> {
         }
     }
     check_partition_counts(c).await;
+    auto_commit(c).await
+}
+
+async fn auto_commit(c: &mut Consumer) -> Result<()> {
     let due = c.config.enable_auto_commit
         && c.group.as_ref().is_some_and(|g| {
             g.last_commit.elapsed() >= Duration::from_millis(c.config.auto_commit_interval_ms)
@@ -774,6 +788,9 @@ impl Consumer {
             if let Err(e) = commit_positions(&mut self, None).await {
                 tracing::warn!(error = %e, "final commit failed");
             }
+        }
+        if self.config.group_protocol == crate::group_consumer::GroupProtocol::Consumer {
+            return crate::group_consumer::leave(&mut self).await;
         }
         let owned = self.assignment();
         let Some(mut g) = self.group.take() else {

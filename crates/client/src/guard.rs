@@ -62,9 +62,13 @@ enum T {
     /// Bytes or nullable bytes.
     Bytes,
     Struct(&'static S),
+    /// A nullable struct: an int8 marker (-1 null), then the struct.
+    OptStruct(&'static S),
     Array(&'static S),
     /// An array of int32 (broker ids).
     ArrayI32,
+    /// An array of strings.
+    ArrayStr,
 }
 
 #[derive(Debug)]
@@ -172,9 +176,23 @@ impl Walker<'_> {
                 self.skip(n)
             }
             T::Struct(st) => self.walk_struct(st),
+            T::OptStruct(st) => {
+                if self.be(1)? < 0 {
+                    Ok(())
+                } else {
+                    self.walk_struct(st)
+                }
+            }
             T::ArrayI32 => {
                 let n = self.length(false, 4)?.unwrap_or(0);
                 self.skip(n * 4)
+            }
+            T::ArrayStr => {
+                let n = self.length(false, 1)?.unwrap_or(0);
+                for _ in 0..n {
+                    self.walk(&T::Str)?;
+                }
+                Ok(())
             }
             T::Array(st) => {
                 // Every element takes at least one byte.
@@ -277,6 +295,8 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::IncrementalAlterConfigs => (Some(1), &INCREMENTAL_ALTER_CONFIGS),
         ApiKey::OffsetDelete => (None, &OFFSET_DELETE),
         ApiKey::DescribeCluster => (Some(0), &DESCRIBE_CLUSTER),
+        ApiKey::ConsumerGroupHeartbeat => (Some(0), &CONSUMER_GROUP_HEARTBEAT),
+        ApiKey::ConsumerGroupDescribe => (Some(0), &CONSUMER_GROUP_DESCRIBE),
         _ => return None,
     })
 }
@@ -580,6 +600,46 @@ static DESCRIBE_CLUSTER: S = s(&[
     F(ALL, I32),
 ]);
 
+// Consumer groups (KIP-848)
+static CG_TOPIC_PARTITIONS: S = s(&[F(ALL, Uuid), F(ALL, ArrayI32)]);
+static CG_ASSIGNMENT: S = s(&[F(ALL, Array(&CG_TOPIC_PARTITIONS))]);
+static CONSUMER_GROUP_HEARTBEAT: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, I32),
+    F(ALL, I32),
+    F(ALL, OptStruct(&CG_ASSIGNMENT)),
+]);
+static CGD_TOPIC_PARTITIONS: S = s(&[F(ALL, Uuid), F(ALL, Str), F(ALL, ArrayI32)]);
+static CGD_ASSIGNMENT: S = s(&[F(ALL, Array(&CGD_TOPIC_PARTITIONS))]);
+static CGD_MEMBER: S = s(&[
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, I32),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, ArrayStr),
+    F(ALL, Str),
+    F(ALL, Struct(&CGD_ASSIGNMENT)),
+    F(ALL, Struct(&CGD_ASSIGNMENT)),
+    F(from(1), I8),
+]);
+static CGD_GROUP: S = s(&[
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, I32),
+    F(ALL, I32),
+    F(ALL, Str),
+    F(ALL, Array(&CGD_MEMBER)),
+    F(ALL, I32),
+]);
+static CONSUMER_GROUP_DESCRIBE: S = s(&[F(ALL, I32), F(ALL, Array(&CGD_GROUP))]);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,6 +738,8 @@ mod tests {
             OffsetDeleteRequest,
             DescribeClusterRequest,
             InitProducerIdRequest,
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupDescribeRequest,
         );
     }
 
@@ -817,6 +879,33 @@ mod tests {
             .with_cluster_id(st("c"))
             .with_brokers(vec![DescribeClusterBroker::default().with_host(st("h"))]);
         assert!(check_all::<DescribeClusterRequest>(&cl) >= 1);
+
+        use consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+        let hb = ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(st("m")))
+            .with_assignment(Some(Assignment::default().with_topic_partitions(vec![
+                TopicPartitions::default().with_partitions(vec![0, 2]),
+            ])));
+        assert_eq!(check_all::<ConsumerGroupHeartbeatRequest>(&hb), 2);
+        assert!(mutate_all::<ConsumerGroupHeartbeatRequest>(&hb) > 0);
+        use consumer_group_describe_response as cgd;
+        let d = ConsumerGroupDescribeResponse::default().with_groups(vec![
+            cgd::DescribedGroup::default()
+                .with_group_id(GroupId(st("g")))
+                .with_members(vec![cgd::Member::default()
+                    .with_member_id(st("m"))
+                    .with_subscribed_topic_names(vec![TopicName(st("t"))])
+                    .with_subscribed_topic_regex(Some(st("r.*")))
+                    .with_assignment(cgd::Assignment::default().with_topic_partitions(
+                        vec![
+                    cgd::TopicPartitions::default()
+                        .with_topic_name(TopicName(st("t")))
+                        .with_partitions(vec![1]),
+                ],
+                    ))]),
+        ]);
+        assert_eq!(check_all::<ConsumerGroupDescribeRequest>(&d), 2);
+        assert!(mutate_all::<ConsumerGroupDescribeRequest>(&d) > 0);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!   0/1/all, retries with backoff within a delivery timeout, the Java client's partitioner
 //!   (murmur2 of the key, sticky for null keys).
 //! - [`Consumer`]: `assign` + `seek` (offset, beginning, end, timestamp) or `subscribe` with a
-//!   group (classic protocol, range and cooperative-sticky assignors), commits, pause/resume,
-//!   pipelined fetches, and a `Stream` of records.
+//!   group (classic protocol with range and cooperative-sticky assignors, or KIP-848's
+//!   consumer protocol with `group_protocol: GroupProtocol::Consumer`), commits,
+//!   pause/resume, pipelined fetches, and a `Stream` of records.
 //! - [`Admin`]: topics, partitions, configs, groups and their offsets, records, cluster.
 //!
 //! Errors are one [`Error`] type that keeps Kafka's error codes and says whether a call may
@@ -40,6 +41,7 @@ mod conn;
 mod consumer;
 mod error;
 mod group;
+mod group_consumer;
 mod guard;
 mod partitioner;
 mod producer;
@@ -58,6 +60,7 @@ pub use group::{
     assign_cooperative_sticky, assign_range, decode_assignment, decode_subscription,
     encode_assignment, encode_subscription, Assignor, RebalanceListener, Subscription,
 };
+pub use group_consumer::GroupProtocol;
 pub use model::ErrorCode;
 pub use partitioner::{murmur2, partition_for_key, Partitioner};
 pub use producer::{

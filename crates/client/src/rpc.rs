@@ -36,7 +36,7 @@ rpc!(ProduceRequest => ProduceResponse, Produce, 3, 11);
 rpc!(FetchRequest => FetchResponse, Fetch, 4, 12);
 rpc!(ListOffsetsRequest => ListOffsetsResponse, ListOffsets, 1, 7);
 rpc!(MetadataRequest => MetadataResponse, Metadata, 1, 12);
-rpc!(OffsetCommitRequest => OffsetCommitResponse, OffsetCommit, 2, 8);
+rpc!(OffsetCommitRequest => OffsetCommitResponse, OffsetCommit, 2, 9);
 rpc!(OffsetFetchRequest => OffsetFetchResponse, OffsetFetch, 1, 7);
 rpc!(FindCoordinatorRequest => FindCoordinatorResponse, FindCoordinator, 0, 3);
 rpc!(JoinGroupRequest => JoinGroupResponse, JoinGroup, 0, 7);
@@ -44,7 +44,7 @@ rpc!(HeartbeatRequest => HeartbeatResponse, Heartbeat, 0, 4);
 rpc!(LeaveGroupRequest => LeaveGroupResponse, LeaveGroup, 0, 4);
 rpc!(SyncGroupRequest => SyncGroupResponse, SyncGroup, 0, 5);
 rpc!(DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups, 0, 5);
-rpc!(ListGroupsRequest => ListGroupsResponse, ListGroups, 0, 4);
+rpc!(ListGroupsRequest => ListGroupsResponse, ListGroups, 0, 5);
 rpc!(ApiVersionsRequest => ApiVersionsResponse, ApiVersions, 0, 3);
 rpc!(CreateTopicsRequest => CreateTopicsResponse, CreateTopics, 2, 7);
 rpc!(DeleteTopicsRequest => DeleteTopicsResponse, DeleteTopics, 1, 5);
@@ -56,6 +56,8 @@ rpc!(IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, Incremen
 rpc!(OffsetDeleteRequest => OffsetDeleteResponse, OffsetDelete, 0, 0);
 rpc!(DescribeClusterRequest => DescribeClusterResponse, DescribeCluster, 0, 1);
 rpc!(InitProducerIdRequest => InitProducerIdResponse, InitProducerId, 0, 4);
+rpc!(ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, ConsumerGroupHeartbeat, 0, 1);
+rpc!(ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0, 1);
 
 /// Encodes a request frame, size prefix included.
 pub(crate) fn encode_request<R: Rpc>(

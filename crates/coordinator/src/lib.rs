@@ -1,6 +1,7 @@
-//! The classic-protocol group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets,
-//! group admin) as a sans-IO state machine: requests and the current time in, responses and
-//! `__consumer_offsets` records out.
+//! The group coordinator as a sans-IO state machine: classic groups
+//! (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), consumer-protocol groups of KIP-848
+//! (ConsumerGroupHeartbeat/ConsumerGroupDescribe, [`consumer`]), offsets and group admin;
+//! requests and the current time in, responses and `__consumer_offsets` records out.
 //!
 //! # Driving it (the broker runtime's side)
 //! - One [`GroupCoordinator`] per broker, single-threaded (`&mut self`); wrap it in a Mutex.
@@ -23,7 +24,10 @@
 //!   away, [`GroupCoordinator::unload_partition`] answers parked requests with NOT_COORDINATOR.
 //! - [`GroupCoordinator::handle`] takes any decoded request and runs the group APIs
 //!   (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete,
-//!   ListGroups, DescribeGroups, DeleteGroups), handing other requests back.
+//!   ListGroups, DescribeGroups, DeleteGroups, ConsumerGroupHeartbeat, ConsumerGroupDescribe),
+//!   handing other requests back.
+//! - Consumer groups assign partitions by topic id: call [`GroupCoordinator::set_topics`] with
+//!   the cluster's topics whenever the metadata changes (cheap when nothing changed).
 //!   FindCoordinator is the free function [`find_coordinator`]: it needs the runtime's view of
 //!   which broker leads which `__consumer_offsets` partition ([`partition_for`]).
 //!

@@ -383,42 +383,6 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "how long committed offsets of empty groups are kept",
     ),
     broker(
-        "group.consumer.session.timeout.ms",
-        "45000",
-        ConfigType::Int,
-        "session timeout of consumer-protocol (KIP-848) group members",
-    ),
-    broker(
-        "group.consumer.min.session.timeout.ms",
-        "45000",
-        ConfigType::Int,
-        "smallest group.consumer.session.timeout.ms allowed",
-    ),
-    broker(
-        "group.consumer.max.session.timeout.ms",
-        "60000",
-        ConfigType::Int,
-        "largest group.consumer.session.timeout.ms allowed",
-    ),
-    broker(
-        "group.consumer.heartbeat.interval.ms",
-        "5000",
-        ConfigType::Int,
-        "heartbeat interval the coordinator gives consumer-protocol members",
-    ),
-    broker(
-        "group.consumer.min.heartbeat.interval.ms",
-        "5000",
-        ConfigType::Int,
-        "smallest group.consumer.heartbeat.interval.ms allowed",
-    ),
-    broker(
-        "group.consumer.max.heartbeat.interval.ms",
-        "15000",
-        ConfigType::Int,
-        "largest group.consumer.heartbeat.interval.ms allowed",
-    ),
-    broker(
         "group.consumer.max.size",
         "2147483647",
         ConfigType::Int,
@@ -846,41 +810,26 @@ impl Default for ConsumerGroupSettings {
 }
 
 impl ConsumerGroupSettings {
-    /// Reads and checks the `group.consumer.*` keys as Kafka does: each timeout within its
-    /// min and max, the heartbeat interval below the session timeout, known assignors.
+    /// Reads the `group.consumer.*` keys. The session timeout and heartbeat interval (and
+    /// their bounds) are group config synonyms, checked by `group_config::validate_broker`;
+    /// the assignors and migration policy are checked here.
     fn from_props(get: &dyn Fn(&str) -> String) -> Result<Self, ConfigError> {
+        let get = |name: &str| -> String {
+            let v = get(name);
+            if v.is_empty() {
+                crate::group_config::group_broker_default(name)
+                    .unwrap_or_default()
+                    .to_string()
+            } else {
+                v
+            }
+        };
         let int = |name: &str, min: i32| -> Result<i32, ConfigError> {
             let v = get(name);
             at_least(name, &v, parse_i32(name, &v)?, min)
         };
-        let within = |name: &str, min_key: &str, max_key: &str| -> Result<i32, ConfigError> {
-            let (x, lo, hi) = (int(name, 1)?, int(min_key, 1)?, int(max_key, 1)?);
-            if x < lo || x > hi {
-                return Err(ConfigError::new(
-                    name,
-                    &x.to_string(),
-                    format!("must be within {min_key} ({lo}) and {max_key} ({hi})"),
-                ));
-            }
-            Ok(x)
-        };
-        let session_timeout_ms = within(
-            "group.consumer.session.timeout.ms",
-            "group.consumer.min.session.timeout.ms",
-            "group.consumer.max.session.timeout.ms",
-        )?;
-        let heartbeat_interval_ms = within(
-            "group.consumer.heartbeat.interval.ms",
-            "group.consumer.min.heartbeat.interval.ms",
-            "group.consumer.max.heartbeat.interval.ms",
-        )?;
-        if heartbeat_interval_ms >= session_timeout_ms {
-            return Err(ConfigError::new(
-                "group.consumer.heartbeat.interval.ms",
-                &heartbeat_interval_ms.to_string(),
-                "must be below group.consumer.session.timeout.ms",
-            ));
-        }
+        let session_timeout_ms = int("group.consumer.session.timeout.ms", 1)?;
+        let heartbeat_interval_ms = int("group.consumer.heartbeat.interval.ms", 1)?;
         let raw = get("group.consumer.assignors");
         let mut assignors = Vec::new();
         for name in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {

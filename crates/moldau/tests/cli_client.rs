@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use client::{
     partition_for_key, Acks, Admin, Assignor, Compression, ConfigOp, Consumer, ConsumerConfig,
-    ConsumerRecord, ErrorCode, NewTopic, OffsetReset, Producer, ProducerConfig, ProducerRecord,
-    ResourceType, SeekTo, TopicPartition,
+    ConsumerRecord, ErrorCode, GroupProtocol, NewTopic, OffsetReset, Producer, ProducerConfig,
+    ProducerRecord, ResourceType, SeekTo, TopicPartition,
 };
 use support::Server;
 
@@ -323,11 +323,13 @@ async fn group_consumer(
     server: &Server,
     group: &str,
     assignor: Assignor,
+    protocol: GroupProtocol,
 ) -> (Consumer, Arc<Mutex<BTreeSet<TopicPartition>>>) {
     let owned = Arc::new(Mutex::new(BTreeSet::new()));
     let mut c = Consumer::new(ConsumerConfig {
         group_id: Some(group.into()),
         assignors: vec![assignor],
+        group_protocol: protocol,
         heartbeat_interval_ms: 100,
         session_timeout_ms: 10_000,
         auto_commit_interval_ms: 200,
@@ -392,8 +394,13 @@ async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-async fn groups_share_partitions(assignor: Assignor) {
-    let server = Server::start(&[]);
+/// Two members share a topic, commit, and one leaves; with the consumer protocol (KIP-848)
+/// the broker's `uniform` assignor decides and member epochs are reported.
+async fn groups_share_partitions(assignor: Assignor, protocol: GroupProtocol) {
+    let server = Server::start(&[
+        "group.consumer.min.heartbeat.interval.ms=50",
+        "group.consumer.heartbeat.interval.ms=100",
+    ]);
     let admin = Admin::connect(server.client_config()).await.unwrap();
     admin.create_topic(NewTopic::new("grp", 4)).await.unwrap();
     let producer = Producer::new(ProducerConfig {
@@ -408,10 +415,10 @@ async fn groups_share_partitions(assignor: Assignor) {
             .await
             .unwrap();
     }
-    let group = format!("g-{}", assignor.name());
+    let group = format!("g-{}-{protocol:?}", assignor.name());
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
-    let (ca, owned_a) = group_consumer(&server, &group, assignor).await;
-    let (cb, owned_b) = group_consumer(&server, &group, assignor).await;
+    let (ca, owned_a) = group_consumer(&server, &group, assignor, protocol).await;
+    let (cb, owned_b) = group_consumer(&server, &group, assignor, protocol).await;
     let a = spawn_member(ca, seen.clone());
     let b = spawn_member(cb, seen.clone());
     wait_until("a balanced group that read everything", || {
@@ -429,7 +436,14 @@ async fn groups_share_partitions(assignor: Assignor) {
         .await
         .unwrap();
     assert_eq!(desc[0].members.len(), 2);
-    assert_eq!(desc[0].protocol, assignor.name());
+    if protocol == GroupProtocol::Consumer {
+        assert_eq!(desc[0].group_type, "consumer");
+        assert_eq!(desc[0].protocol, "uniform");
+        assert!(desc[0].members.iter().all(|m| m.member_epoch >= Some(1)));
+    } else {
+        assert_eq!(desc[0].group_type, "classic");
+        assert_eq!(desc[0].protocol, assignor.name());
+    }
     let assigned: usize = desc[0].members.iter().map(|m| m.assignment.len()).sum();
     assert_eq!(assigned, 4);
     let mut ca = a.stop().await;
@@ -455,12 +469,17 @@ async fn groups_share_partitions(assignor: Assignor) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_group_shares_and_rebalances() {
-    groups_share_partitions(Assignor::Range).await;
+    groups_share_partitions(Assignor::Range, GroupProtocol::Classic).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cooperative_sticky_group_shares_and_rebalances() {
-    groups_share_partitions(Assignor::CooperativeSticky).await;
+    groups_share_partitions(Assignor::CooperativeSticky, GroupProtocol::Classic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_group_shares_and_rebalances() {
+    groups_share_partitions(Assignor::Range, GroupProtocol::Consumer).await;
 }
 
 /// A "broker" that answers the first request with a frame claiming 2 GiB, then one that

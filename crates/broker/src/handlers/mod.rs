@@ -80,7 +80,9 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         | RequestKind::OffsetDelete(_)
         | RequestKind::ListGroups(_)
         | RequestKind::DescribeGroups(_)
-        | RequestKind::DeleteGroups(_)) => {
+        | RequestKind::DeleteGroups(_)
+        | RequestKind::ConsumerGroupHeartbeat(_)
+        | RequestKind::ConsumerGroupDescribe(_)) => {
             state
                 .groups
                 .handle(state, ctx, &client_id, client_host, body)

@@ -365,7 +365,7 @@ impl<'a, 'b> Builder<'a, 'b> {
         for (i, parts) in self.owned.into_iter().enumerate() {
             let mut a = Assignment::new();
             for (t, p) in parts {
-                a.entry(t).or_insert_with(BTreeSet::new).insert(p);
+                a.entry(t).or_default().insert(p);
             }
             out.insert(self.members[i].id.to_string(), a);
         }

@@ -61,8 +61,7 @@ fn build(pattern: &str) -> Result<Regex, String> {
 
 fn first_line(e: &str) -> String {
     e.lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or("invalid")
         .trim()
         .trim_start_matches("error: ")

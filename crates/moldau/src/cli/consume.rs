@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use client::{
-    Client, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, SeekTo, TopicPartition,
+    Client, Consumer, ConsumerConfig, ConsumerRecord, GroupProtocol, OffsetReset, SeekTo,
+    TopicPartition,
 };
 use serde_json::json;
 
@@ -36,6 +37,10 @@ pub struct ConsumeArgs {
     /// Consume as a member of this group (offsets committed; partitions shared).
     #[arg(long, short = 'g')]
     pub group: Option<String>,
+    /// The group protocol: `classic` (JoinGroup/SyncGroup) or `consumer` (KIP-848: the
+    /// broker assigns partitions, no stop-the-world rebalances).
+    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer"], requires = "group")]
+    pub group_protocol: String,
     /// Stop after this many records.
     #[arg(long, short = 'n')]
     pub count: Option<u64>,
@@ -165,6 +170,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         } else {
             OffsetReset::Latest
         },
+        group_protocol: GroupProtocol::from_name(&args.group_protocol).unwrap_or_default(),
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::with_client(client.clone(), config);

@@ -12,12 +12,13 @@ use super::Common;
 
 #[derive(Subcommand, Debug)]
 pub enum GroupCommand {
-    /// List consumer groups.
+    /// List groups with their state and type (classic, or consumer for KIP-848 groups).
     List {
         #[command(flatten)]
         common: Common,
     },
-    /// Show a group's state, members, assignments, committed offsets and lag.
+    /// Show a group's state, members, assignments, committed offsets and lag; for
+    /// consumer-protocol groups also the group epoch and each member's epoch and target.
     Describe {
         group: String,
         #[command(flatten)]
@@ -64,12 +65,13 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
             if common.json {
                 print_json(&json!(groups
                     .iter()
-                    .map(|g| json!({"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}))
+                    .map(|g| json!({"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
+                        "type": g.group_type}))
                     .collect::<Vec<_>>()))?;
             } else {
-                let mut t = Table::new(&["GROUP", "STATE", "PROTOCOL-TYPE"]);
+                let mut t = Table::new(&["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]);
                 for g in groups {
-                    t.row(vec![g.group_id, g.state, g.protocol_type]);
+                    t.row(vec![g.group_id, g.group_type, g.state, g.protocol_type]);
                 }
                 t.print()?;
             }
@@ -251,13 +253,20 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
     if common.json {
         print_json(&json!({
             "group": d.group_id,
+            "type": d.group_type,
             "state": d.state,
             "protocol_type": d.protocol_type,
             "protocol": d.protocol,
+            "group_epoch": d.group_epoch,
+            "assignment_epoch": d.assignment_epoch,
             "members": d.members.iter().map(|m| json!({
                 "member_id": m.member_id, "group_instance_id": m.group_instance_id,
                 "client_id": m.client_id, "host": m.client_host,
+                "member_epoch": m.member_epoch,
+                "classic_protocol": m.classic,
+                "subscribed_topics": m.subscribed_topics, "subscribed_regex": m.subscribed_regex,
                 "assignment": m.assignment.iter().map(|tp| json!({"topic": &*tp.topic, "partition": tp.partition})).collect::<Vec<_>>(),
+                "target_assignment": m.target_assignment.iter().map(|tp| json!({"topic": &*tp.topic, "partition": tp.partition})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "offsets": rows.iter().map(|(tp, cur, end, lag, m)| json!({
                 "topic": &*tp.topic, "partition": tp.partition, "committed_offset": cur,
@@ -268,11 +277,61 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("GROUP        {}", d.group_id);
+    println!("TYPE         {}", d.group_type);
     println!("STATE        {}", d.state);
-    println!("PROTOCOL     {} {}", d.protocol_type, d.protocol);
+    if d.group_type == "consumer" {
+        println!("ASSIGNOR     {}", d.protocol);
+        println!(
+            "EPOCH        group {}, target assignment {}",
+            d.group_epoch.unwrap_or(-1),
+            d.assignment_epoch.unwrap_or(-1)
+        );
+    } else {
+        println!("PROTOCOL     {} {}", d.protocol_type, d.protocol);
+    }
     println!("MEMBERS      {}", d.members.len());
     println!("TOTAL-LAG    {total_lag}");
     println!();
+    if d.group_type == "consumer" && !d.members.is_empty() {
+        let list = |tps: &[TopicPartition]| {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for tp in tps {
+                by_topic.entry(&tp.topic).or_default().push(tp.partition);
+            }
+            let s: Vec<String> = by_topic
+                .into_iter()
+                .map(|(t, ps)| {
+                    let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+                    format!("{t}:{}", ps.join(","))
+                })
+                .collect();
+            if s.is_empty() {
+                "-".to_string()
+            } else {
+                s.join(" ")
+            }
+        };
+        let mut t = Table::new(&[
+            "MEMBER-ID",
+            "EPOCH",
+            "PROTOCOL",
+            "CLIENT-ID",
+            "ASSIGNMENT",
+            "TARGET",
+        ]);
+        for m in &d.members {
+            t.row(vec![
+                m.member_id.clone(),
+                m.member_epoch.map_or("-".into(), |e| e.to_string()),
+                if m.classic { "classic" } else { "consumer" }.to_string(),
+                m.client_id.clone(),
+                list(&m.assignment),
+                list(&m.target_assignment),
+            ]);
+        }
+        t.print()?;
+        println!();
+    }
     let mut t = Table::new(&[
         "TOPIC",
         "PARTITION",

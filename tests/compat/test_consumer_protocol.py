@@ -1,0 +1,320 @@
+"""The consumer group protocol of KIP-848 (`group.protocol=consumer`) with librdkafka
+(confluent-kafka 2.16) against `moldau server`: ConsumerGroupHeartbeat/ConsumerGroupDescribe,
+server-side assignment, incremental reconciliation, session timeouts, conversion from classic
+groups and mixed groups, and Kafka's errors where a client asks for something unsupported.
+
+Brokers run with short `group.consumer.*` timeouts (the brokers' min/max allow them) so members
+that vanish are detected within seconds. Every wait is a condition polled against a deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from test_groups import (_commit_first, AssignmentTimeout, ConfluentMember, MemberProcess, all_parts, assert_no_errors,
+                         create_topic, produce_spread, start_members, stop_members, uniq, wait_balanced,
+                         wait_until)
+
+SESSION_MS = 3000
+HEARTBEAT_MS = 250
+WAIT_S = 30.0
+SETTINGS = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+    "group.consumer.min.session.timeout.ms": 1000,
+    "group.consumer.session.timeout.ms": SESSION_MS,
+    "group.consumer.min.heartbeat.interval.ms": 50,
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+}
+# The classic protocol's session settings are not allowed with group.protocol=consumer.
+CONSUMER_PROTOCOL = {"group.protocol": "consumer", "session.timeout.ms": None, "heartbeat.interval.ms": None}
+
+
+@pytest.fixture(scope="module")
+def cbroker(request, moldau_bin, tmp_path_factory):
+    from conftest import BrokerPool, _report_pool
+    pool = BrokerPool(moldau_bin, tmp_path_factory.mktemp("moldau-kip848"))
+    server = pool.start("kip848", **SETTINGS)
+    yield server
+    _report_pool(request, pool)
+
+
+class Kip848Member(ConfluentMember):
+    """A librdkafka member with group.protocol=consumer."""
+
+    def __init__(self, bootstrap, group, topics, name="k", **conf):
+        super().__init__(bootstrap, group, topics, name=name)
+        for k, v in {**CONSUMER_PROTOCOL, **conf}.items():
+            if v is None:
+                self.conf.pop(k, None)
+            else:
+                self.conf[k] = v
+
+
+def values_of(members):
+    out = []
+    for m in members:
+        out.extend(m.values())
+    return out
+
+
+def test_three_members_consume_every_record_exactly_once(cbroker):
+    topic, group = uniq("cp3"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 6)
+    members = start_members(Kip848Member, 3, cbroker.bootstrap, group, [topic])
+    try:
+        wait_balanced(members, all_parts(topic, 6), [2, 2, 2])
+        values = produce_spread(cbroker.bootstrap, topic, 6, 30)
+        wait_until(lambda: set(values_of(members)) >= values, WAIT_S, "all records consumed")
+        got = values_of(members)
+        assert len(got) == len(values) == 180, (len(got), len(set(got)))
+        assert sorted(got) == sorted(values)
+        # Every partition was consumed by its owner only.
+        for m in members:
+            parts = {p for (_, p, _, _) in m.messages}
+            assert parts == {p for (_, p) in m.snapshot()}, (m.name_, parts, m.snapshot())
+        # ConsumerGroupDescribe through librdkafka's admin client.
+        admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+        d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert len(d.members) == 3
+        assert str(d.type).endswith("CONSUMER"), d.type
+        assigned = set()
+        for mem in d.members:
+            assigned |= {(tp.topic, tp.partition) for tp in mem.assignment.topic_partitions}
+        assert assigned == all_parts(topic, 6)
+        listed = admin.list_consumer_groups().result(timeout=10)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert mine and str(mine[0].type).endswith("CONSUMER"), mine
+        assert_no_errors(members)
+    finally:
+        stop_members(members)
+
+
+def test_killed_member_partitions_move_after_its_session_timeout(cbroker):
+    topic, group = uniq("cpkill"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 6)
+    survivor = Kip848Member(cbroker.bootstrap, group, [topic], name="survivor")
+    survivor.start()
+    child = MemberProcess("confluent-consumer-protocol", cbroker.bootstrap, group, topic, SESSION_MS)
+    try:
+        wait_until(lambda: len(survivor.snapshot()) == 3 and len(child.assigned) == 3
+                   and {p for _, p in survivor.snapshot()} | child.assigned == set(range(6)),
+                   WAIT_S, "3+3 between the survivor and the child", exc=AssignmentTimeout)
+        child.kill()
+        wait_until(lambda: survivor.snapshot() == all_parts(topic, 6), WAIT_S, "survivor takes all 6",
+                   exc=AssignmentTimeout)
+        # The group's epoch moved past the dead member and it is gone.
+        admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+        d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert len(d.members) == 1
+        values = produce_spread(cbroker.bootstrap, topic, 6, 10)
+        wait_until(lambda: set(survivor.values()) >= values, WAIT_S, "survivor consumes everything")
+        assert_no_errors([survivor])
+    finally:
+        child.kill()
+        survivor.stop()
+
+
+class Feeder(threading.Thread):
+    """Produces to every partition continuously until stopped."""
+
+    def __init__(self, bootstrap, topic, partitions):
+        super().__init__(daemon=True)
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+        self.topic, self.partitions = topic, partitions
+        self.stop_event = threading.Event()
+        self.sent = 0
+
+    def run(self):
+        while not self.stop_event.is_set():
+            for p in range(self.partitions):
+                self.p.produce(self.topic, value=f"feed-{self.sent}".encode(), partition=p)
+                self.sent += 1
+            self.p.poll(0)
+            time.sleep(0.01)
+        self.p.flush(10)
+
+    def stop(self):
+        self.stop_event.set()
+        self.join(20)
+
+
+def test_joining_member_does_not_pause_the_others(cbroker):
+    topic, group = uniq("cpjoin"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 6)
+    old = start_members(Kip848Member, 2, cbroker.bootstrap, group, [topic])
+    feeder = Feeder(cbroker.bootstrap, topic, 6)
+    new = None
+    try:
+        wait_balanced(old, all_parts(topic, 6), [3, 3])
+        feeder.start()
+        wait_until(lambda: all(m.values() for m in old), WAIT_S, "old members consuming")
+        before = [m.snapshot() for m in old]
+        marks = [len(m.events) for m in old]
+        counts = [len(m.messages) for m in old]
+        new = Kip848Member(cbroker.bootstrap, group, [topic], name="new")
+        new.start()
+        snaps = wait_balanced(old + [new], all_parts(topic, 6), [2, 2, 2])
+        during = [len(m.messages) - c for m, c in zip(old, counts)]
+        for m, b, s, mark in zip(old, before, snaps, marks):
+            events = m.events[mark:]
+            assert not [e for e in events if e[0] == "lost"], events
+            revoked = set().union(*[ps for k, ps in events if k == "revoke"] or [set()])
+            # Only what moved was revoked; what a member kept it never stopped consuming.
+            assert revoked == b - s, (m.name_, events, b, s)
+            assert s <= b
+        print(f"records consumed by the other members during the join: {during}")
+        # The old members kept consuming their retained partitions throughout.
+        wait_until(lambda: all(len(m.messages) > c for m, c in zip(old, counts)), WAIT_S,
+                   "old members still consuming")
+        assert_no_errors(old + [new])
+    finally:
+        feeder.stop()
+        stop_members(old + ([new] if new else []))
+
+
+def test_empty_classic_group_converts_and_keeps_its_offsets(cbroker):
+    topic, group = uniq("cpconv"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 1)
+    values = produce_spread(cbroker.bootstrap, topic, 1, 20)
+    # A classic-protocol member consumes the first 10 records and commits them.
+    assert _commit_first("confluent", cbroker.bootstrap, group, topic, 10) == list(range(10))
+    first = [f"v-0-{i}".encode() for i in range(10)]
+    admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+    d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    assert str(d.type).endswith("CLASSIC"), d.type
+    m = Kip848Member(cbroker.bootstrap, group, [topic], name="upgraded")
+    m.start()
+    try:
+        wait_until(lambda: len(m.values()) >= 10, WAIT_S, "the rest consumed")
+        # It resumed from the classic group's committed offset: nothing consumed twice.
+        assert sorted(first + m.values()) == sorted(values)
+        d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert str(d.type).endswith("CONSUMER"), d.type
+        assert_no_errors([m])
+    finally:
+        m.stop()
+
+
+def test_online_upgrade_mixed_group_and_downgrade(cbroker):
+    topic, group = uniq("cpmixed"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 6)
+    classic = ConfluentMember(cbroker.bootstrap, group, [topic], name="classic",
+                              **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    classic.start()
+    modern = None
+    try:
+        wait_balanced([classic], all_parts(topic, 6))
+        # A consumer-protocol member joins the running classic group: upgraded to a consumer
+        # group whose classic member keeps working through JoinGroup/SyncGroup/Heartbeat.
+        modern = Kip848Member(cbroker.bootstrap, group, [topic], name="modern")
+        modern.start()
+        wait_balanced([classic, modern], all_parts(topic, 6), [3, 3])
+        admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+        d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert str(d.type).endswith("CONSUMER"), d.type
+        values = produce_spread(cbroker.bootstrap, topic, 6, 10)
+        wait_until(lambda: set(classic.values()) | set(modern.values()) >= values, WAIT_S, "mixed consumption")
+        got = [v for v in classic.values() + modern.values() if v in values]
+        assert sorted(got) == sorted(values), "every record exactly once across the mixed group"
+        # The consumer-protocol member leaves: the group goes back to classic.
+        modern.stop()
+        wait_balanced([classic], all_parts(topic, 6))
+        wait_until(lambda: str(admin.describe_consumer_groups([group])[group].result(timeout=10).type)
+                   .endswith("CLASSIC"), WAIT_S, "downgraded to classic")
+        assert_no_errors([classic])
+    finally:
+        stop_members([m for m in (classic, modern) if m])
+
+
+def test_unsupported_assignor_is_an_error_not_silence(cbroker):
+    topic, group = uniq("cpasg"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 1)
+    c = Consumer({"bootstrap.servers": cbroker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "group.remote.assignor": "sticky"})
+    errors = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while not errors and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                errors.append(m.error())
+        assert errors, "no error surfaced"
+        # librdkafka raises UNSUPPORTED_ASSIGNOR (112) as a fatal error with the code's text.
+        e = errors[0]
+        assert e.code() in (KafkaError.UNSUPPORTED_ASSIGNOR, KafkaError._FATAL), errors
+        assert "assignor or its version range is not supported" in e.str(), errors
+    finally:
+        c.close()
+
+
+def test_regex_subscription_picks_up_new_topics(cbroker):
+    prefix = uniq("cprx")
+    create_topic(cbroker.bootstrap, f"{prefix}-a", 2)
+    m = Kip848Member(cbroker.bootstrap, uniq("grp"), [f"^{prefix}-.*"], name="rx")
+    m.start()
+    try:
+        wait_until(lambda: m.snapshot() == all_parts(f"{prefix}-a", 2), WAIT_S, "regex matches the first topic")
+        create_topic(cbroker.bootstrap, f"{prefix}-b", 1)
+        wait_until(lambda: m.snapshot() == all_parts(f"{prefix}-a", 2) | all_parts(f"{prefix}-b", 1), WAIT_S,
+                   "regex matches the new topic")
+        assert_no_errors([m])
+    finally:
+        m.stop()
+
+
+def _compact(s):
+    import kwire
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return kwire.uvarint(len(b) + 1) + b
+
+
+def _heartbeat_v1(group, member, epoch, names, regex, assignor=None):
+    import kwire
+    body = _compact(group) + _compact(member) + kwire.i32(epoch) + _compact(None) + _compact(None)
+    body += kwire.i32(60000)
+    if names is None:
+        body += b"\x00"
+    else:
+        body += kwire.uvarint(len(names) + 1) + b"".join(_compact(n) for n in names)
+    body += _compact(regex) + _compact(assignor) + b"\x01" + b"\x00"
+    return body
+
+
+def _heartbeat_error(address, body, group, version=1):
+    import kwire
+    with kwire.connect(address) as sock:
+        # FindCoordinator v0 first: it creates __consumer_offsets on a fresh broker.
+        sock.sendall(kwire.request(10, 0, 4, kwire.string(group)))
+        r = kwire.Reader(kwire.recv_frame(sock))
+        assert r.i32() == 4 and r.i16() == 0
+        sock.sendall(kwire.request(68, version, 5, body, flexible=True))
+        r = kwire.Reader(kwire.recv_frame(sock))
+        assert r.i32() == 5
+        r.uvarint()  # response header tagged fields
+        r.i32()  # throttle
+        code = r.i16()
+        n = r.uvarint()
+        msg = r.take(n - 1).decode() if n else None
+        return code, msg
+
+
+def test_wire_errors_name_what_is_unsupported(cbroker):
+    """A regex Kafka's RE2/J rejects gets INVALID_REGULAR_EXPRESSION (librdkafka checks regexes
+    itself, so this speaks the wire directly); an unknown assignor UNSUPPORTED_ASSIGNOR."""
+    g = uniq("grp")
+    code, msg = _heartbeat_error(cbroker.address, _heartbeat_v1(g, "m-1", 0, None, "a(b"), g)
+    assert code == 128, (code, msg)
+    assert "is not a valid regular expression" in msg
+    code, msg = _heartbeat_error(cbroker.address, _heartbeat_v1(g, "m-1", 0, ["t"], None, "sticky"), g)
+    assert code == 112, (code, msg)
+    code, msg = _heartbeat_error(cbroker.address, _heartbeat_v1(g, "", 0, ["t"], None), g)
+    assert (code, msg) == (42, "MemberId can't be empty."), (code, msg)

@@ -115,8 +115,9 @@ impl Groups {
         self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Hands the coordinator the cluster's topics when the metadata image moved (consumer
-    /// groups assign partitions by topic id and follow partition changes).
+    /// Hands the coordinator the cluster's topics and the group config overrides when the
+    /// metadata image moved (consumer groups assign partitions by topic id, follow partition
+    /// changes, and take their session timeout and heartbeat interval from group configs).
     fn refresh_topics(&self, state: &BrokerState, c: &mut GroupCoordinator) {
         let image = state.image();
         if self.topics_offset.load(Ordering::Acquire) == image.offset {
@@ -145,6 +146,7 @@ impl Groups {
             }
         }));
         c.set_topics(topics);
+        c.set_group_configs(image.group_configs.clone());
         self.topics_offset.store(image.offset, Ordering::Release);
     }
 

@@ -526,3 +526,36 @@ fn list_and_describe_report_the_group_type() {
         ConsumerGroupState::Stable
     );
 }
+
+#[test]
+fn group_configs_override_session_timeout_and_heartbeat_interval() {
+    let mut h = H::new(topics(&[("t", 1)]));
+    let overrides = [(
+        "g".to_string(),
+        [
+            (
+                "consumer.session.timeout.ms".to_string(),
+                "9000".to_string(),
+            ),
+            (
+                "consumer.heartbeat.interval.ms".to_string(),
+                "700".to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    )]
+    .into_iter()
+    .collect();
+    h.c.set_group_configs(overrides);
+    let r = h.hb(&Hb::join("g", "m", &["t"]));
+    assert_eq!(r.heartbeat_interval_ms, 700);
+    let other = h.hb(&Hb::join("other", "m", &["t"]));
+    assert_eq!(other.heartbeat_interval_ms, HEARTBEAT_MS);
+    h.advance(9_001);
+    assert!(h.c.consumer_groups().group("g").unwrap().members.is_empty());
+    assert_eq!(
+        h.c.consumer_groups().group("other").unwrap().members.len(),
+        1
+    );
+}

@@ -251,7 +251,12 @@ async fn admin_manages_topics_configs_records_and_offsets() {
     .unwrap();
     for i in 0..5 {
         producer
-            .send(ProducerRecord::new("adm", format!("{i}")).partition(1))
+            // "adm" is compacted by now: its records need keys (Kafka's LogValidator).
+            .send(
+                ProducerRecord::new("adm", format!("{i}"))
+                    .key(format!("k{i}"))
+                    .partition(1),
+            )
             .await
             .unwrap();
     }

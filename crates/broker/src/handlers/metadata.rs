@@ -90,7 +90,9 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
             for rt in list {
                 let by_id = !rt.topic_id.is_nil();
                 let name = rt.name.as_ref().map(|n| n.0.to_string());
-                let found = if by_id && name.is_none() {
+                // As Kafka: a topic with an id is looked up by id, whatever its name says (the
+                // Java consumer asks for assigned topic ids with an empty name).
+                let found = if by_id {
                     image.topic_by_id(from_uuid(rt.topic_id)).cloned()
                 } else {
                     name.as_deref().and_then(|n| image.topic(n).cloned())
@@ -99,7 +101,7 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
                     topics.push(topic_entry(state, &t, version));
                     continue;
                 }
-                let Some(name) = name else {
+                let Some(name) = name.filter(|_| !by_id) else {
                     topics.push(error_topic(
                         None,
                         rt.topic_id,

@@ -65,6 +65,9 @@ pub struct ConsumerGroups {
     pub(crate) topics: TopicsImage,
     /// Bumped on every new topics image (the `Version` of regex records).
     topics_version: i64,
+    /// Per-group config overrides (config resource GROUP): `consumer.session.timeout.ms`
+    /// and `consumer.heartbeat.interval.ms` replace the broker's for that group.
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     regexes: HashMap<String, TopicRegex>,
 }
 
@@ -208,6 +211,38 @@ impl GroupCoordinator {
                 g.metadata_stale = true;
             }
         }
+    }
+
+    /// Hands in the groups' config overrides (call when they change).
+    pub fn set_group_configs(&mut self, configs: BTreeMap<String, BTreeMap<String, String>>) {
+        self.consumer.group_configs = configs;
+    }
+
+    fn group_int(&self, gid: &str, key: &str, broker: i32) -> i32 {
+        self.consumer
+            .group_configs
+            .get(gid)
+            .and_then(|c| c.get(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(broker)
+    }
+
+    /// The session timeout of a consumer group's members (group override or broker's).
+    pub(crate) fn session_timeout_ms(&self, gid: &str) -> i32 {
+        self.group_int(
+            gid,
+            "consumer.session.timeout.ms",
+            self.config.consumer.session_timeout_ms,
+        )
+    }
+
+    /// The heartbeat interval a consumer group's members get.
+    pub(crate) fn heartbeat_interval_ms(&self, gid: &str) -> i32 {
+        self.group_int(
+            gid,
+            "consumer.heartbeat.interval.ms",
+            self.config.consumer.heartbeat_interval_ms,
+        )
     }
 
     /// ConsumerGroupHeartbeat (v0-v1). Answered immediately (after its records are durable).
@@ -555,7 +590,11 @@ impl GroupCoordinator {
             .ok_or((ErrorCode::GroupIdNotFound, String::new()))?;
         let before = g.members.get(&member_id).map(|m| m.assigned.clone());
         reconcile_member(g, &member_id, owned, now, out);
-        let session_ms = i64::from(self.config.consumer.session_timeout_ms);
+        let session_ms = i64::from(self.session_timeout_ms(&gid));
+        let interval_ms = self.heartbeat_interval_ms(&gid);
+        let Some(g) = self.consumer.groups.get_mut(&gid) else {
+            return err(ErrorCode::GroupIdNotFound, "group vanished");
+        };
         let Some(m) = g.members.get(&member_id) else {
             return err(ErrorCode::UnknownMemberId, "member vanished");
         };
@@ -566,7 +605,7 @@ impl GroupCoordinator {
         let mut resp = ConsumerGroupHeartbeatResponse::default();
         resp.member_id = Some(s(&member_id));
         resp.member_epoch = m.epoch;
-        resp.heartbeat_interval_ms = self.config.consumer.heartbeat_interval_ms;
+        resp.heartbeat_interval_ms = interval_ms;
         let full = p.epoch == 0
             || (p.rebalance_timeout_ms != -1 && p.names.is_some() && p.owned.is_some());
         if full || before.as_ref() != Some(&m.assigned) || is_new {
@@ -1011,7 +1050,12 @@ impl GroupCoordinator {
 
     /// Starts the timers of the consumer groups of a loaded partition.
     pub(crate) fn load_consumer_groups(&mut self, partition: i32, now: i64) {
-        let session = i64::from(self.config.consumer.session_timeout_ms);
+        let sessions: HashMap<String, i64> = self
+            .consumer
+            .groups
+            .keys()
+            .map(|gid| (gid.clone(), i64::from(self.session_timeout_ms(gid))))
+            .collect();
         for g in self
             .consumer
             .groups
@@ -1020,6 +1064,7 @@ impl GroupCoordinator {
         {
             g.timers.clear();
             g.metadata_stale = true;
+            let session = sessions.get(&g.id).copied().unwrap_or(45_000);
             for m in g.members.values() {
                 let s = m
                     .meta

@@ -5,13 +5,23 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
+import org.apache.kafka.common.GroupType;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -25,6 +35,103 @@ import org.junit.jupiter.api.TestInfo;
  * advertises ConsumerGroupHeartbeat; until then it is reported as skipped, by name.
  */
 class ConsumerGroupProtocolTest extends BrokerTestBase {
+
+    /** A short heartbeat interval (the broker's bounds allow it) so rebalances take a second. */
+    @Override
+    protected Map<String, String> brokerSettings() {
+        Map<String, String> s = super.brokerSettings();
+        s.put("group.consumer.min.heartbeat.interval.ms", "100");
+        s.put("group.consumer.heartbeat.interval.ms", "500");
+        return s;
+    }
+
+    /** Records every callback of a member's rebalance listener. */
+    static final class Recorder implements ConsumerRebalanceListener {
+        final Set<TopicPartition> owned = new HashSet<>();
+        final List<Set<TopicPartition>> revoked = new ArrayList<>();
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            if (!partitions.isEmpty()) revoked.add(new HashSet<>(partitions));
+            owned.removeAll(partitions);
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            owned.addAll(partitions);
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            throw new AssertionError("partitions lost: " + partitions);
+        }
+    }
+
+    @Test
+    void joiningMemberTakesOnlyWhatMovesAndTheAdminSeesAConsumerGroup(TestInfo info) throws Exception {
+        String topic = unique(info);
+        String group = topic + "-g";
+        createTopic(topic, 4, Map.of());
+        Map<String, Object> conf = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        Recorder r1 = new Recorder();
+        Recorder r2 = new Recorder();
+        try (KafkaConsumer<String, String> c1 = consumer(conf); KafkaConsumer<String, String> c2 = consumer(conf)) {
+            c1.subscribe(List.of(topic), r1);
+            waitFor("first member owns everything", Duration.ofSeconds(60), () -> {
+                c1.poll(Duration.ofMillis(100));
+                return r1.owned.size() == 4;
+            });
+            Set<TopicPartition> before = new HashSet<>(r1.owned);
+            c2.subscribe(List.of(topic), r2);
+            waitFor("2 + 2", Duration.ofSeconds(60), () -> {
+                c1.poll(Duration.ofMillis(100));
+                c2.poll(Duration.ofMillis(100));
+                return r1.owned.size() == 2 && r2.owned.size() == 2;
+            });
+            // Incremental: the first member gave up exactly the two partitions that moved.
+            Set<TopicPartition> moved = new HashSet<>(before);
+            moved.removeAll(r1.owned);
+            Set<TopicPartition> revoked = new HashSet<>();
+            r1.revoked.forEach(revoked::addAll);
+            assertEquals(moved, revoked);
+            assertEquals(r2.owned, moved);
+
+            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all()
+                    .get(30, TimeUnit.SECONDS).get(group);
+            assertEquals(GroupType.CONSUMER, d.type());
+            assertEquals(2, d.members().size());
+            Set<TopicPartition> assigned = new HashSet<>();
+            for (MemberDescription m : d.members()) {
+                assigned.addAll(m.assignment().topicPartitions());
+                assertTrue(m.memberEpoch().orElse(-1) > 0, "member epoch " + m.memberEpoch());
+            }
+            assertEquals(4, assigned.size());
+            Collection<GroupListing> listed = admin.listGroups().all().get(30, TimeUnit.SECONDS);
+            assertTrue(listed.stream().anyMatch(g -> g.groupId().equals(group)
+                    && g.type().orElse(null) == GroupType.CONSUMER), "listGroups: " + listed);
+        }
+    }
+
+    @Test
+    void serverSideRegexFollowsTopicCreation(TestInfo info) throws Exception {
+        String prefix = unique(info);
+        createTopic(prefix + "-a", 2, Map.of());
+        Map<String, Object> conf = new HashMap<>(Map.of(ConsumerConfig.GROUP_ID_CONFIG, prefix + "-g",
+                ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"));
+        try (KafkaConsumer<String, String> c = consumer(conf)) {
+            c.subscribe(new SubscriptionPattern(prefix + "-.*"));
+            waitFor("the first matching topic", Duration.ofSeconds(60), () -> {
+                c.poll(Duration.ofMillis(100));
+                return c.assignment().size() == 2;
+            });
+            createTopic(prefix + "-b", 3, Map.of());
+            waitFor("the new matching topic", Duration.ofSeconds(60), () -> {
+                c.poll(Duration.ofMillis(100));
+                return c.assignment().size() == 5;
+            });
+        }
+    }
 
     @BeforeEach
     void requireKip848() {

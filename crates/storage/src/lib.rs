@@ -10,7 +10,8 @@
 //! `<base:020>.timeindex` (max timestamp so far -> relative offset), `<base:020>.txnindex`
 //! (aborted transactions whose ABORT marker is in the segment), `<offset:020>.snapshot`
 //! (producer state: idempotence and open transactions), `log-start-offset` (DeleteRecords), `cleaner-offset`
-//! (compaction checkpoint) and `.clean-shutdown` (present only between `close` and the next
+//! (compaction checkpoint), `leader-epoch-checkpoint` (leader epoch -> start offset, Kafka's
+//! text format) and `.clean-shutdown` (present only between `close` and the next
 //! open).
 //!
 //! Guarantees:
@@ -34,6 +35,7 @@
 
 mod cleaner;
 mod clock;
+mod epoch;
 mod error;
 mod index;
 mod log;
@@ -43,6 +45,9 @@ mod segment;
 mod txn_index;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use epoch::{
+    EpochEndOffset, EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};
 pub use error::{AppendError, ReadError, StorageError};
 pub use log::{
     AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,

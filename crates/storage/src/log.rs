@@ -33,6 +33,7 @@ use record::{
 };
 
 use crate::clock::Clock;
+use crate::epoch::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 use crate::error::{AppendError, ReadError, StorageError};
 use crate::index::{read_file_opt, write_file_atomic};
 use crate::producer::{Check, ProducerSnapshot, ProducerStateMap};
@@ -111,6 +112,9 @@ pub(crate) struct Shared {
     pub segments: RwLock<Vec<Arc<Segment>>>,
     pub append: Mutex<AppendState>,
     pub maintenance: Mutex<()>,
+    /// Leader epoch -> start offset (`leader-epoch-checkpoint`). Changed under the append
+    /// lock (appends, truncation) or `maintenance` (log start moves).
+    epochs: Mutex<LeaderEpochCache>,
     flush_lock: Mutex<()>,
     leo: AtomicI64,
     log_start: AtomicI64,
@@ -172,6 +176,36 @@ fn read_i64_file(path: &Path) -> Result<Option<i64>, StorageError> {
 }
 
 impl Shared {
+    /// Adds epoch entries (epoch, start offset) and persists the cache if one was new.
+    /// Called under the append lock before the batches are written.
+    fn assign_epochs(
+        &self,
+        entries: impl IntoIterator<Item = (i32, i64)>,
+    ) -> Result<(), StorageError> {
+        let mut c = self.epochs.lock();
+        let mut changed = false;
+        for (epoch, start) in entries {
+            changed |= c.assign(epoch, start);
+        }
+        if changed {
+            crate::epoch::persist(&self.dir, &c).map_err(|e| self.go_offline(e))?;
+        }
+        Ok(())
+    }
+
+    /// Applies a truncation to the epoch cache and persists it if it changed. Called after
+    /// the log itself changed (a crash in between is repaired by the next open).
+    fn update_epochs(
+        &self,
+        f: impl FnOnce(&mut LeaderEpochCache) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut c = self.epochs.lock();
+        if f(&mut c) {
+            crate::epoch::persist(&self.dir, &c).map_err(|e| self.go_offline(e))?;
+        }
+        Ok(())
+    }
+
     pub fn offline(&self) -> bool {
         self.offline.load(Ordering::Acquire)
     }
@@ -439,6 +473,7 @@ impl Shared {
             seg.delete_files()?;
         }
         let start = self.log_start();
+        self.update_epochs(|c| c.truncate_from_start(start))?;
         for o in self.snapshot_offsets()? {
             // Keep the newest snapshot at or below the start; replay needs one base.
             if o < start
@@ -513,6 +548,8 @@ impl Log {
             .unwrap_or(0)
             .clamp(log_start, leo);
 
+        let epochs = crate::epoch::recover(dir, &segments, log_start, leo)?;
+
         let (durable_tx, _) = tokio::sync::watch::channel(leo);
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
@@ -523,6 +560,7 @@ impl Log {
                 producers: ProducerStateMap::default(),
             }),
             maintenance: Mutex::new(()),
+            epochs: Mutex::new(epochs),
             flush_lock: Mutex::new(()),
             leo: AtomicI64::new(leo),
             log_start: AtomicI64::new(log_start),
@@ -573,6 +611,36 @@ impl Log {
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// The leader-epoch cache entries (epoch -> start offset), oldest first.
+    pub fn leader_epochs(&self) -> Vec<EpochEntry> {
+        self.shared.epochs.lock().entries().to_vec()
+    }
+
+    /// The latest leader epoch this log knows (of its last batch, or of a leadership it
+    /// started with `assign_leader_epoch`).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.shared.epochs.lock().latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch on this log (Kafka's semantics, see `EpochEndOffset`): the
+    /// largest epoch <= `epoch` and where it ends; the latest epoch ends at the log end.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> EpochEndOffset {
+        let c = self.shared.epochs.lock();
+        // The LEO is read under the epochs lock: an append assigns its epoch (under this
+        // lock) before it publishes the new end, so the pair is consistent.
+        c.end_offset_for(epoch, self.shared.leo())
+    }
+
+    /// A replica became leader in `epoch`: the epoch starts at the current log end, even
+    /// before its first batch (Kafka does the same, so followers of an older epoch learn
+    /// where it ended).
+    pub fn assign_leader_epoch(&self, epoch: i32) -> Result<(), StorageError> {
+        let s = &*self.shared;
+        let _st = s.append.lock();
+        s.check_online()?;
+        s.assign_epochs([(epoch, s.leo())])
     }
 
     /// Appends one or more v2 batches (a Produce request's records) as one unit: every
@@ -739,6 +807,14 @@ impl Log {
             }
             patched.push(hdr);
         }
+        // A new epoch reaches the checkpoint before its first batch reaches the log, so every
+        // epoch in the log is in the checkpoint (recovery only has to cut entries).
+        s.assign_epochs(headers.iter().map(|h| {
+            (
+                leader_epoch.unwrap_or(h.partition_leader_epoch),
+                h.base_offset,
+            )
+        }))?;
         let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len() * 2);
         for (p, hdr) in parts.iter().zip(&patched) {
             slices.push(IoSlice::new(hdr));
@@ -1021,6 +1097,8 @@ impl Log {
         }
         write_file_atomic(&s.dir.join(LOG_START_FILE), offset.to_string().as_bytes())?;
         s.log_start.fetch_max(offset, Ordering::AcqRel);
+        let start = s.log_start();
+        s.update_epochs(|c| c.truncate_from_start(start))?;
         let segs_next: Vec<i64> = s
             .segments
             .read()
@@ -1072,6 +1150,7 @@ impl Log {
             write_file_atomic(&s.dir.join(LOG_START_FILE), offset.to_string().as_bytes())?;
             s.log_start.store(offset, Ordering::Release);
             s.leo.store(offset, Ordering::Release);
+            s.update_epochs(|c| c.clear())?;
         } else {
             let doomed: Vec<_> = {
                 let mut segs = s.segments.write();
@@ -1087,6 +1166,7 @@ impl Log {
                 Err(e) => return Err(s.go_offline(e)),
             };
             s.leo.store(new_leo, Ordering::Release);
+            s.update_epochs(|c| c.truncate_from_end(new_leo))?;
         }
         let leo = s.leo();
         s.durable.fetch_min(leo, Ordering::AcqRel);

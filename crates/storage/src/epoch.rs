@@ -149,7 +149,9 @@ impl LeaderEpochCache {
     /// The log start moved to `start_offset`: epochs that ended before it go; the one
     /// containing it now starts there. Returns whether the cache changed.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
-        let i = self.entries.partition_point(|e| e.start_offset <= start_offset);
+        let i = self
+            .entries
+            .partition_point(|e| e.start_offset <= start_offset);
         if i == 0 {
             return false;
         }
@@ -284,10 +286,21 @@ mod tests {
     #[test]
     fn end_offset_follows_kafka() {
         let c = cache(&[(2, 10), (4, 20), (7, 35)]);
-        assert_eq!(c.end_offset_for(UNDEFINED_EPOCH, 50), EpochEndOffset::UNDEFINED);
-        assert_eq!(c.end_offset_for(7, 50), eo(7, 50), "latest epoch ends at the LEO");
+        assert_eq!(
+            c.end_offset_for(UNDEFINED_EPOCH, 50),
+            EpochEndOffset::UNDEFINED
+        );
+        assert_eq!(
+            c.end_offset_for(7, 50),
+            eo(7, 50),
+            "latest epoch ends at the LEO"
+        );
         assert_eq!(c.end_offset_for(4, 50), eo(4, 35));
-        assert_eq!(c.end_offset_for(5, 50), eo(4, 35), "unknown epoch: the floor one");
+        assert_eq!(
+            c.end_offset_for(5, 50),
+            eo(4, 35),
+            "unknown epoch: the floor one"
+        );
         assert_eq!(c.end_offset_for(2, 50), eo(2, 20));
         assert_eq!(c.end_offset_for(1, 50), eo(1, 10), "older than all known");
         assert_eq!(c.end_offset_for(8, 50), EpochEndOffset::UNDEFINED);
@@ -301,10 +314,25 @@ mod tests {
         assert!(!c.assign(3, 15), "same epoch later: no-op");
         assert!(!c.assign(-1, 15), "old-format batches carry no epoch");
         assert!(c.assign(3, 5), "same epoch earlier: moves it");
-        assert_eq!(c.entries(), &[EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 3, start_offset: 5 }]);
+        assert_eq!(
+            c.entries(),
+            &[
+                EpochEntry {
+                    epoch: 1,
+                    start_offset: 0
+                },
+                EpochEntry {
+                    epoch: 3,
+                    start_offset: 5
+                }
+            ]
+        );
         assert!(c.assign(2, 7), "a lower epoch removes the higher ones");
         assert_eq!(c.latest_epoch(), Some(2));
-        assert!(c.assign(9, 0), "an earlier offset removes everything after it");
+        assert!(
+            c.assign(9, 0),
+            "an earlier offset removes everything after it"
+        );
         assert_eq!(c.entries().len(), 1);
     }
 
@@ -315,9 +343,18 @@ mod tests {
         assert!(c.truncate_from_end(20));
         assert_eq!(c.latest_epoch(), Some(3));
         assert!(c.truncate_from_start(12));
-        assert_eq!(c.entries(), &[EpochEntry { epoch: 3, start_offset: 12 }]);
+        assert_eq!(
+            c.entries(),
+            &[EpochEntry {
+                epoch: 3,
+                start_offset: 12
+            }]
+        );
         assert!(!c.truncate_from_start(12));
-        assert!(!c.truncate_from_start(3), "before the first entry: nothing to do");
+        assert!(
+            !c.truncate_from_start(3),
+            "before the first entry: nothing to do"
+        );
     }
 
     #[test]
@@ -325,8 +362,20 @@ mod tests {
         let c = cache(&[(0, 0), (3, 1200)]);
         assert_eq!(c.encode(), "0\n2\n0 0\n3 1200\n");
         assert_eq!(LeaderEpochCache::decode(c.encode().as_bytes()), Some(c));
-        assert_eq!(LeaderEpochCache::decode(b"0\n0\n"), Some(LeaderEpochCache::default()));
-        for bad in [&b""[..], b"1\n0\n", b"0\n2\n0 0\n", b"0\n1\n0 x\n", b"0\n2\n3 5\n2 9\n", b"0\n1\n1 1 1\n", b"0\n1\n1 1\n9 9\n", b"\xff"] {
+        assert_eq!(
+            LeaderEpochCache::decode(b"0\n0\n"),
+            Some(LeaderEpochCache::default())
+        );
+        for bad in [
+            &b""[..],
+            b"1\n0\n",
+            b"0\n2\n0 0\n",
+            b"0\n1\n0 x\n",
+            b"0\n2\n3 5\n2 9\n",
+            b"0\n1\n1 1 1\n",
+            b"0\n1\n1 1\n9 9\n",
+            b"\xff",
+        ] {
             assert_eq!(LeaderEpochCache::decode(bad), None, "{bad:?}");
         }
     }

@@ -1119,7 +1119,8 @@ impl Log {
 
     /// Removes everything at or after `offset` (followers truncating to the leader). If
     /// `offset` falls inside a batch, that batch goes too. Below the log start, the log is
-    /// emptied and restarts at `offset`.
+    /// emptied and restarts at `offset`. At or past the log end, only leader-epoch entries
+    /// starting at the log end are removed.
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
         let s = &*self.shared;
         let _m = s.maintenance.lock();
@@ -1127,7 +1128,10 @@ impl Log {
         let _f = s.flush_lock.lock();
         s.check_online()?;
         if offset >= s.leo() {
-            return Ok(());
+            // Nothing to cut from the log, but an epoch that starts at its end (a leadership
+            // that wrote nothing) goes, as in Kafka: the follower's lineage must end here.
+            let leo = s.leo();
+            return s.update_epochs(|c| c.truncate_from_end(leo));
         }
         let interval = s.config().index_interval_bytes.max(0) as u64;
         let now = s.clock.now_ms();

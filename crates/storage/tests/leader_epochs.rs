@@ -2,6 +2,8 @@
 //! replicated), truncation at both ends and leadership starts; persisted as Kafka's
 //! `leader-epoch-checkpoint`; recovered (and rebuilt when missing) on open.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
@@ -46,10 +48,19 @@ fn appends_and_leadership_maintain_the_checkpoint() {
     assert_eq!(log.end_offset_for_epoch(1), eo(1, 15));
     assert_eq!(log.end_offset_for_epoch(0), eo(0, 0));
     assert_eq!(log.end_offset_for_epoch(6), EpochEndOffset::UNDEFINED);
-    assert_eq!(log.end_offset_for_epoch(UNDEFINED_EPOCH), EpochEndOffset::UNDEFINED);
+    assert_eq!(
+        log.end_offset_for_epoch(UNDEFINED_EPOCH),
+        EpochEndOffset::UNDEFINED
+    );
     // A crash (drop without close) keeps everything.
     drop(log);
     let log = open(dir.path(), config(), &clock);
+    assert_eq!(log.leader_epochs(), entries(&[(1, 0), (3, 15), (5, 20)]));
+    // A leadership that wrote nothing is dropped by a truncation at the log end (a
+    // follower's lineage must end where its log does).
+    log.assign_leader_epoch(6).unwrap();
+    assert_eq!(log.latest_epoch(), Some(6));
+    log.truncate_to(log.log_end_offset()).unwrap();
     assert_eq!(log.leader_epochs(), entries(&[(1, 0), (3, 15), (5, 20)]));
     log.close().unwrap();
     let log = open(dir.path(), config(), &clock);
@@ -75,7 +86,10 @@ fn replicated_batches_carry_their_epochs_and_truncation_cuts_them() {
         next = r.next_offset;
     }
     assert_eq!(follower.leader_epochs(), leader.leader_epochs());
-    assert_eq!(follower.leader_epochs(), entries(&[(0, 0), (2, 8), (7, 20)]));
+    assert_eq!(
+        follower.leader_epochs(),
+        entries(&[(0, 0), (2, 8), (7, 20)])
+    );
     // Truncation into epoch 2 drops epoch 7; a cut at an epoch's first offset drops it.
     follower.truncate_to(22).unwrap();
     assert_eq!(follower.latest_epoch(), Some(7), "offset 20 is still there");
@@ -108,12 +122,18 @@ fn log_start_moves_cut_the_front() {
         entries(&[(1, 0), (2, 100), (3, 200), (4, 300)])
     );
     log.delete_records_before(150).unwrap();
-    assert_eq!(log.leader_epochs(), entries(&[(2, 150), (3, 200), (4, 300)]));
+    assert_eq!(
+        log.leader_epochs(),
+        entries(&[(2, 150), (3, 200), (4, 300)])
+    );
     // Requests for epochs older than the log start end where the first known one starts.
     assert_eq!(log.end_offset_for_epoch(1), eo(1, 150));
     drop(log);
     let log = open(dir.path(), config(), &clock);
-    assert_eq!(log.leader_epochs(), entries(&[(2, 150), (3, 200), (4, 300)]));
+    assert_eq!(
+        log.leader_epochs(),
+        entries(&[(2, 150), (3, 200), (4, 300)])
+    );
 }
 
 #[test]
@@ -128,7 +148,10 @@ fn a_missing_or_damaged_checkpoint_is_rebuilt_and_stale_entries_are_cut() {
     }
     let want = entries(&[(0, 0), (3, 400), (8, 1000)]);
     assert_eq!(log.leader_epochs(), want);
-    assert!(log.segment_count() > 2, "the rebuild must walk several segments");
+    assert!(
+        log.segment_count() > 2,
+        "the rebuild must walk several segments"
+    );
     drop(log);
     // A log from before the cache existed.
     std::fs::remove_file(dir.path().join("leader-epoch-checkpoint")).unwrap();

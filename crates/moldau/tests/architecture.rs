@@ -13,6 +13,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("protocol", &[]),
         ("storage", &["model", "record"]),
         ("metadata", &["model"]),
+        ("replication", &["model"]),
         ("coordinator", &["model", "protocol"]),
         (
             "broker",

@@ -1,0 +1,463 @@
+//! The replication core's decisions, one Kafka rule at a time: fetch fencing and errors,
+//! the durable high watermark over the (maximal) ISR, acks=all outcomes, ISR shrink and
+//! expansion through AlterPartition, and the follower's fetch/truncate loop.
+
+#![allow(clippy::unwrap_used)]
+
+use model::{ErrorCode, LeaderEpoch, Offset};
+use replication::*;
+use storage::LeaderEpochCache;
+
+/// A log as the core sees it: start, end, durable end and the epoch cache.
+#[derive(Default)]
+struct MemLog {
+    start: Offset,
+    end: Offset,
+    durable: Offset,
+    epochs: LeaderEpochCache,
+}
+
+impl LogView for MemLog {
+    fn log_start_offset(&self) -> Offset {
+        self.start
+    }
+    fn log_end_offset(&self) -> Offset {
+        self.end
+    }
+    fn durable_offset(&self) -> Offset {
+        self.durable
+    }
+    fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epochs.latest_epoch()
+    }
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> EpochEndOffset {
+        let e = self.epochs.end_offset_for(epoch, self.end);
+        EpochEndOffset {
+            epoch: e.epoch,
+            end_offset: e.end_offset,
+        }
+    }
+}
+
+impl MemLog {
+    fn append(&mut self, epoch: LeaderEpoch, n: i64) {
+        self.epochs.assign(epoch, self.end);
+        self.end += n;
+    }
+    fn sync(&mut self) {
+        self.durable = self.end;
+    }
+}
+
+fn state(leader: i32, epoch: i32, pepoch: i32, isr: &[i32]) -> PartitionState {
+    PartitionState {
+        leader: Some(leader),
+        leader_epoch: epoch,
+        partition_epoch: pepoch,
+        replicas: vec![1, 2, 3],
+        isr: isr.to_vec(),
+    }
+}
+
+fn config(node: i32, min_isr: usize) -> ReplicaConfig {
+    ReplicaConfig {
+        min_insync_replicas: min_isr,
+        replica_lag_time_max_ms: 1_000,
+        ..ReplicaConfig::new(node)
+    }
+}
+
+fn follower_fetch(replica: i32, offset: Offset, epoch: LeaderEpoch) -> FetchRequest {
+    FetchRequest {
+        replica_id: Some(replica),
+        fetch_offset: offset,
+        current_leader_epoch: Some(epoch),
+        last_fetched_epoch: Some(epoch),
+    }
+}
+
+/// Leader 1 of epoch 5 over replicas 1,2,3 with 10 durable records of epoch 5.
+fn leader(min_isr: usize) -> (Replica, MemLog) {
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(1, min_isr), 0, &log);
+    let acts = r.apply_metadata(0, state(1, 5, 1, &[1, 2, 3]), &log);
+    assert_eq!(
+        acts,
+        vec![Action::AssignLeaderEpoch {
+            epoch: 5,
+            start_offset: 0
+        }]
+    );
+    log.epochs.assign(5, 0);
+    log.append(5, 10);
+    log.sync();
+    r.on_log_changed(1, &log);
+    (r, log)
+}
+
+fn hw_moves(acts: &[Action]) -> Vec<Offset> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::HighWatermark(h) => Some(*h),
+            _ => None,
+        })
+        .collect()
+}
+
+fn alters(acts: &[Action]) -> Vec<AlterPartitionRequest> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::AlterPartition(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn fetches_are_fenced_by_epoch_and_role() {
+    let (mut r, log) = leader(1);
+    let err = |r: &mut Replica, req| r.fetch(5, req, &log).0.error;
+    let mut req = follower_fetch(2, 0, 4);
+    assert_eq!(err(&mut r, req), ErrorCode::FencedLeaderEpoch);
+    req.current_leader_epoch = Some(6);
+    assert_eq!(err(&mut r, req), ErrorCode::UnknownLeaderEpoch);
+    req.current_leader_epoch = None;
+    assert_eq!(err(&mut r, req), ErrorCode::None, "no epoch: not checked");
+    req.replica_id = Some(9);
+    assert_eq!(
+        err(&mut r, req),
+        ErrorCode::NotLeaderOrFollower,
+        "not a replica"
+    );
+    // Past the LEO with the same last epoch: the log diverges (epoch 5 ends at 10).
+    let mut req = follower_fetch(2, 11, 5);
+    let (ans, _) = r.fetch(5, req, &log);
+    assert_eq!(ans.error, ErrorCode::None);
+    assert_eq!(
+        ans.diverging_epoch,
+        Some(EpochEndOffset {
+            epoch: 5,
+            end_offset: 10
+        })
+    );
+    assert_eq!(ans.read, None);
+    // An epoch the leader does not know at all.
+    req.last_fetched_epoch = Some(9);
+    assert_eq!(err(&mut r, req), ErrorCode::OffsetOutOfRange);
+    // Without a last epoch, past the LEO is out of range.
+    req.last_fetched_epoch = None;
+    let (ans, _) = r.fetch(5, req, &log);
+    assert_eq!(
+        (ans.error, ans.log_end_offset),
+        (ErrorCode::OffsetOutOfRange, 10)
+    );
+    // A follower replica answers with NOT_LEADER_OR_FOLLOWER and the leader hint.
+    let flog = MemLog::default();
+    let mut f = Replica::new(config(2, 1), 0, &flog);
+    f.apply_metadata(0, state(1, 5, 1, &[1, 2, 3]), &flog);
+    let (ans, _) = f.fetch(
+        0,
+        FetchRequest {
+            replica_id: None,
+            fetch_offset: 0,
+            current_leader_epoch: Some(5),
+            last_fetched_epoch: None,
+        },
+        &flog,
+    );
+    assert_eq!(ans.error, ErrorCode::NotLeaderOrFollower);
+    assert_eq!(ans.current_leader, Some((1, 5)));
+}
+
+#[test]
+fn the_high_watermark_is_the_smallest_durable_end_over_the_isr() {
+    let (mut r, mut log) = leader(2);
+    assert_eq!(
+        r.high_watermark(),
+        0,
+        "followers' progress unknown in this epoch"
+    );
+    let (ans, acts) = r.fetch(10, follower_fetch(2, 10, 5), &log);
+    assert_eq!(
+        ans.read,
+        Some(ReadRange {
+            from: 10,
+            upper_bound: 10
+        })
+    );
+    assert!(
+        hw_moves(&acts).is_empty(),
+        "follower 3 is in the ISR and unknown"
+    );
+    let (_, acts) = r.fetch(10, follower_fetch(3, 7, 5), &log);
+    assert_eq!(hw_moves(&acts), vec![7]);
+    // The leader's own unsynced records do not count.
+    log.append(5, 5);
+    let acts = r.on_log_changed(11, &log);
+    assert!(acts.contains(&Action::Flush { offset: 15 }));
+    r.fetch(12, follower_fetch(2, 15, 5), &log);
+    r.fetch(12, follower_fetch(3, 15, 5), &log);
+    assert_eq!(r.high_watermark(), 10);
+    log.sync();
+    assert_eq!(hw_moves(&r.on_log_changed(13, &log)), vec![15]);
+    // Consumers read below the HW only.
+    let (ans, _) = r.fetch(
+        14,
+        FetchRequest {
+            replica_id: None,
+            fetch_offset: 3,
+            current_leader_epoch: Some(5),
+            last_fetched_epoch: None,
+        },
+        &log,
+    );
+    assert_eq!(
+        ans.read,
+        Some(ReadRange {
+            from: 3,
+            upper_bound: 15
+        })
+    );
+}
+
+#[test]
+fn acks_all_outcomes() {
+    let (mut r, mut log) = leader(2);
+    // Appended at 10..12, waiting for offset 12.
+    assert_eq!(r.check_produce(true), Ok(5));
+    log.append(5, 2);
+    log.sync();
+    r.on_log_changed(1, &log);
+    assert!(r.wait_for_ack(7, 12, 1_000).is_empty());
+    r.fetch(2, follower_fetch(2, 12, 5), &log);
+    let (_, acts) = r.fetch(2, follower_fetch(3, 12, 5), &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 7,
+        error: ErrorCode::None
+    }));
+    // Timeouts.
+    log.append(5, 1);
+    log.sync();
+    r.on_log_changed(3, &log);
+    r.wait_for_ack(8, 13, 100);
+    assert!(r.tick(100, &log).contains(&Action::AckDone {
+        id: 8,
+        error: ErrorCode::RequestTimedOut
+    }));
+    // The ISR shrinks below min.insync.replicas after an append.
+    r.wait_for_ack(9, 13, 10_000);
+    let acts = r.apply_metadata(200, state(1, 5, 2, &[1]), &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 9,
+        error: ErrorCode::NotEnoughReplicasAfterAppend
+    }));
+    assert_eq!(r.check_produce(true), Err(ErrorCode::NotEnoughReplicas));
+    assert_eq!(r.check_produce(false), Ok(5), "acks=1 still accepted");
+    // KIP-966: no HW advance on an ISR below min.insync.replicas.
+    log.append(5, 3);
+    log.sync();
+    assert!(hw_moves(&r.on_log_changed(300, &log)).is_empty());
+    // Losing leadership fails waiting acks.
+    r.apply_metadata(350, state(1, 5, 3, &[1, 2, 3]), &log);
+    assert!(r.wait_for_ack(10, 16, 10_000).is_empty());
+    let acts = r.apply_metadata(400, state(2, 6, 4, &[2, 3]), &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 10,
+        error: ErrorCode::NotLeaderOrFollower
+    }));
+    assert_eq!(r.check_produce(false), Err(ErrorCode::NotLeaderOrFollower));
+}
+
+#[test]
+fn isr_shrinks_and_expands_through_the_controller() {
+    let (mut r, log) = leader(1);
+    r.fetch(100, follower_fetch(2, 10, 5), &log);
+    r.fetch(100, follower_fetch(3, 4, 5), &log);
+    assert_eq!(r.high_watermark(), 4);
+    // Follower 3 stops catching up: out of the ISR after replica.lag.time.max.ms.
+    assert!(alters(&r.tick(900, &log)).is_empty());
+    r.fetch(1_050, follower_fetch(2, 10, 5), &log);
+    let sent = alters(&r.tick(1_050, &log));
+    assert_eq!(
+        sent,
+        vec![AlterPartitionRequest {
+            broker_id: 1,
+            leader_epoch: 5,
+            partition_epoch: 1,
+            new_isr: vec![1, 2]
+        }]
+    );
+    // While pending, the leaving member still counts (maximal ISR), and it is resent.
+    assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
+    assert_eq!(r.high_watermark(), 4);
+    assert!(alters(&r.tick(1_100, &log)).is_empty());
+    assert_eq!(alters(&r.tick(6_100, &log)), sent, "retried");
+    let acts = r.on_alter_partition_response(6_200, Ok(state(1, 5, 2, &[1, 2])), &log);
+    assert_eq!(
+        hw_moves(&acts),
+        vec![10],
+        "the HW moves once the shrink is committed"
+    );
+    // Follower 3 catches up: expansion proposed; the HW counts it at once.
+    let (_, acts) = r.fetch(6_300, follower_fetch(3, 10, 5), &log);
+    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
+    assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
+    // A refused proposal is dropped (and proposed again while the follower is in sync);
+    // the metadata image brings the truth.
+    let acts = r.on_alter_partition_response(6_400, Err(ErrorCode::InvalidUpdateVersion), &log);
+    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
+    r.apply_metadata(6_500, state(1, 5, 3, &[1, 2, 3]), &log);
+    assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
+    // Stale metadata is ignored.
+    r.apply_metadata(6_600, state(1, 5, 2, &[1, 2]), &log);
+    assert_eq!(r.partition_state().unwrap().partition_epoch, 3);
+}
+
+#[test]
+fn a_follower_rejoins_only_past_the_epoch_start() {
+    let mut log = MemLog::default();
+    log.append(3, 20);
+    log.sync();
+    let mut r = Replica::new(config(1, 1), 8, &log);
+    r.apply_metadata(0, state(1, 4, 1, &[1, 2]), &log);
+    log.epochs.assign(4, 20);
+    r.fetch(1, follower_fetch(2, 20, 4), &log);
+    // Follower 3 is at the HW but below the epoch's start offset (20): not yet in sync.
+    let (_, acts) = r.fetch(1, follower_fetch(3, 19, 3), &log);
+    assert!(alters(&acts).is_empty());
+    let (_, acts) = r.fetch(2, follower_fetch(3, 20, 4), &log);
+    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
+}
+
+fn fetches(acts: &[Action]) -> Vec<FetchPlan> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::Fetch(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ok(hw: Offset, has_records: bool) -> FetchResponse {
+    FetchResponse {
+        error: ErrorCode::None,
+        high_watermark: hw,
+        log_start_offset: 0,
+        log_end_offset: 100,
+        diverging_epoch: None,
+        has_records,
+    }
+}
+
+#[test]
+fn a_follower_fetches_durably_and_learns_the_hw() {
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(2, 1), 0, &log);
+    let acts = r.apply_metadata(0, state(1, 5, 1, &[1, 2, 3]), &log);
+    let plan = fetches(&acts)[0];
+    assert_eq!(plan.leader, 1);
+    assert_eq!(
+        plan.request,
+        FetchRequest {
+            replica_id: Some(2),
+            fetch_offset: 0,
+            current_leader_epoch: Some(5),
+            last_fetched_epoch: None,
+        }
+    );
+    // A stale or duplicate answer is ignored.
+    assert!(r
+        .on_fetch_response(1, plan.fetch_id + 7, ok(0, true), &log)
+        .is_empty());
+    assert_eq!(
+        r.on_fetch_response(1, plan.fetch_id, ok(4, true), &log),
+        vec![Action::AppendFetched]
+    );
+    assert!(
+        r.on_fetch_response(1, plan.fetch_id, ok(4, true), &log)
+            .is_empty(),
+        "duplicate"
+    );
+    log.append(5, 6);
+    // Not durable yet: flush before reporting progress; the HW waits for durability too.
+    assert_eq!(r.on_log_changed(2, &log), vec![Action::Flush { offset: 6 }]);
+    log.sync();
+    let acts = r.on_log_changed(3, &log);
+    assert_eq!(hw_moves(&acts), vec![4]);
+    let next = fetches(&acts)[0];
+    assert_eq!(next.request.fetch_offset, 6);
+    assert_eq!(next.request.last_fetched_epoch, Some(5));
+    // Errors back off, then retry; a lost fetch is retried after the timeout.
+    let mut e = ok(4, false);
+    e.error = ErrorCode::NotLeaderOrFollower;
+    assert!(r.on_fetch_response(4, next.fetch_id, e, &log).is_empty());
+    assert!(fetches(&r.tick(500, &log)).is_empty());
+    let again = fetches(&r.tick(1_004, &log))[0];
+    assert!(fetches(&r.tick(20_000, &log)).is_empty());
+    let retry = fetches(&r.tick(31_004, &log))[0];
+    assert!(retry.fetch_id > again.fetch_id);
+}
+
+#[test]
+fn a_follower_truncates_by_epoch_lineage() {
+    // Follower log: epoch 1 at 0..10, epoch 3 at 10..16 (its own, never replicated).
+    let mut log = MemLog::default();
+    log.append(1, 10);
+    log.append(3, 6);
+    log.sync();
+    let mut r = Replica::new(config(2, 1), 8, &log);
+    let plan = fetches(&r.apply_metadata(0, state(1, 4, 1, &[1, 2]), &log))[0];
+    assert_eq!(plan.request.last_fetched_epoch, Some(3));
+    // The leader (epochs 1 at 0, 2 at 12, 4 at 14) says epoch 3 is unknown: epoch 2 ends
+    // at 14. The follower has no epoch 2: it cuts to the end of its largest epoch below
+    // (1 ends at 10), then asks again with epoch 1.
+    let mut resp = ok(8, false);
+    resp.diverging_epoch = Some(EpochEndOffset {
+        epoch: 2,
+        end_offset: 14,
+    });
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(acts, vec![Action::Truncate { offset: 10 }]);
+    log.end = 10;
+    log.epochs.truncate_from_end(10);
+    let plan = fetches(&r.on_log_changed(2, &log))[0];
+    assert_eq!(plan.request.last_fetched_epoch, Some(1));
+    // Second round: the leader's epoch 1 ends at 12, past the follower's end: no cut.
+    let mut resp = ok(8, false);
+    resp.diverging_epoch = Some(EpochEndOffset {
+        epoch: 1,
+        end_offset: 12,
+    });
+    let acts = r.on_fetch_response(3, plan.fetch_id, resp, &log);
+    assert_eq!(acts, vec![Action::Truncate { offset: 10 }]);
+    // Pure function, incl. the fallback for a leader that knows no epochs.
+    assert_eq!(truncation_offset(EpochEndOffset::UNDEFINED, 8, &log), 8);
+}
+
+#[test]
+fn a_follower_behind_the_leaders_log_start_restarts_there() {
+    let mut log = MemLog::default();
+    log.append(1, 5);
+    log.sync();
+    let mut r = Replica::new(config(2, 1), 5, &log);
+    let plan = fetches(&r.apply_metadata(0, state(1, 4, 1, &[1, 2]), &log))[0];
+    let resp = FetchResponse {
+        error: ErrorCode::OffsetOutOfRange,
+        high_watermark: 40,
+        log_start_offset: 30,
+        log_end_offset: 50,
+        diverging_epoch: None,
+        has_records: false,
+    };
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(acts, vec![Action::TruncateFullyAndStartAt { offset: 30 }]);
+    log = MemLog {
+        start: 30,
+        end: 30,
+        durable: 30,
+        epochs: LeaderEpochCache::default(),
+    };
+    let acts = r.on_log_changed(2, &log);
+    assert_eq!(r.high_watermark(), 30);
+    assert_eq!(fetches(&acts)[0].request.fetch_offset, 30);
+}

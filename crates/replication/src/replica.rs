@@ -59,6 +59,8 @@ struct Progress {
 struct PendingIsr {
     request: AlterPartitionRequest,
     sent_ms: i64,
+    /// The outcome is unknown and only the metadata image can tell: not retried.
+    awaiting_metadata: bool,
 }
 
 #[derive(Debug)]
@@ -563,32 +565,60 @@ impl Replica {
         l.pending = Some(PendingIsr {
             request,
             sent_ms: now_ms,
+            awaiting_metadata: false,
         });
     }
 
-    /// The controller answered an AlterPartition. A committed state of this leadership
-    /// with a newer partition epoch is adopted; anything else clears the pending change
-    /// (the metadata image will bring the truth).
+    /// The controller answered `request` (the runtime passes back the request it sent; a
+    /// retry is the same request). A committed state of this leadership with a newer
+    /// partition epoch is adopted. An error that proves the request was not applied
+    /// (INELIGIBLE_REPLICA, INVALID_REQUEST, OPERATION_NOT_ATTEMPTED: the partition epoch
+    /// still matched, so no copy of it was applied) drops the pending change; an error that
+    /// leaves it open (INVALID_UPDATE_VERSION or FENCED_LEADER_EPOCH: an earlier copy may
+    /// have been committed) keeps the maximal ISR until the metadata image brings the truth,
+    /// as Kafka does; anything else is retried.
     pub fn on_alter_partition_response(
         &mut self,
         now_ms: i64,
+        request: &AlterPartitionRequest,
         result: AlterPartitionResult,
         log: &impl LogView,
     ) -> Vec<Action> {
         let mut out = Vec::new();
+        let me = self.config.node_id;
         let Role::Leader(l) = &mut self.role else {
             return out;
         };
-        if l.pending.is_none() {
-            return out;
-        }
-        l.pending = None;
-        if let (Ok(new), Some(cur)) = (result, &self.state) {
-            if new.leader_epoch == cur.leader_epoch
-                && new.partition_epoch > cur.partition_epoch
-                && new.leader == Some(self.config.node_id)
-            {
-                self.state = Some(new);
+        match result {
+            Ok(new) => {
+                let cur = self
+                    .state
+                    .as_ref()
+                    .map(|s| (s.leader_epoch, s.partition_epoch));
+                if cur.is_some_and(|(le, pe)| new.leader_epoch == le && new.partition_epoch > pe)
+                    && new.leader == Some(me)
+                {
+                    if l.pending
+                        .as_ref()
+                        .is_some_and(|p| p.request.partition_epoch < new.partition_epoch)
+                    {
+                        l.pending = None;
+                    }
+                    self.state = Some(new);
+                }
+            }
+            Err(e) => {
+                if let Some(p) = l.pending.as_mut().filter(|p| p.request == *request) {
+                    match e {
+                        ErrorCode::IneligibleReplica
+                        | ErrorCode::InvalidRequest
+                        | ErrorCode::OperationNotAttempted => l.pending = None,
+                        ErrorCode::InvalidUpdateVersion | ErrorCode::FencedLeaderEpoch => {
+                            p.awaiting_metadata = true;
+                        }
+                        _ => {}
+                    }
+                }
             }
         }
         self.leader_progress(now_ms, log, &mut out);
@@ -617,7 +647,9 @@ impl Replica {
                     });
                 }
                 if let Some(p) = &mut l.pending {
-                    if now_ms - p.sent_ms >= self.config.alter_partition_retry_ms {
+                    if !p.awaiting_metadata
+                        && now_ms - p.sent_ms >= self.config.alter_partition_retry_ms
+                    {
                         p.sent_ms = now_ms;
                         out.push(Action::AlterPartition(p.request.clone()));
                     }

@@ -292,7 +292,7 @@ fn isr_shrinks_and_expands_through_the_controller() {
     assert_eq!(r.high_watermark(), 4);
     assert!(alters(&r.tick(1_100, &log)).is_empty());
     assert_eq!(alters(&r.tick(6_100, &log)), sent, "retried");
-    let acts = r.on_alter_partition_response(6_200, Ok(state(1, 5, 2, &[1, 2])), &log);
+    let acts = r.on_alter_partition_response(6_200, &sent[0], Ok(state(1, 5, 2, &[1, 2])), &log);
     assert_eq!(
         hw_moves(&acts),
         vec![10],
@@ -300,12 +300,23 @@ fn isr_shrinks_and_expands_through_the_controller() {
     );
     // Follower 3 catches up: expansion proposed; the HW counts it at once.
     let (_, acts) = r.fetch(6_300, follower_fetch(3, 10, 5), &log);
-    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
+    let expand = alters(&acts);
+    assert_eq!(expand[0].new_isr, vec![1, 2, 3]);
     assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
-    // A refused proposal is dropped (and proposed again while the follower is in sync);
-    // the metadata image brings the truth.
-    let acts = r.on_alter_partition_response(6_400, Err(ErrorCode::InvalidUpdateVersion), &log);
-    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
+    // A definite refusal drops the proposal (proposed again while the follower is in sync).
+    let acts =
+        r.on_alter_partition_response(6_400, &expand[0], Err(ErrorCode::IneligibleReplica), &log);
+    assert_eq!(alters(&acts), expand);
+    // An answer that leaves the outcome open (an earlier copy may have been committed)
+    // keeps the maximal ISR and stops retrying until the metadata image tells.
+    r.on_alter_partition_response(
+        6_450,
+        &expand[0],
+        Err(ErrorCode::InvalidUpdateVersion),
+        &log,
+    );
+    assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
+    assert!(alters(&r.tick(20_000, &log)).is_empty());
     r.apply_metadata(6_500, state(1, 5, 3, &[1, 2, 3]), &log);
     assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
     // Stale metadata is ignored.

@@ -124,6 +124,7 @@ enum Msg {
     AlterResp {
         to: NodeId,
         incarnation: u32,
+        req: AlterPartitionRequest,
         result: AlterPartitionResult,
     },
     Fetch {
@@ -420,10 +421,12 @@ impl Sim {
             Ok(s.clone())
         };
         self.log(|| format!("controller AlterPartition from {from} {req:?} -> {result:?}"));
+        let req = req.clone();
         let changed = result.is_ok();
         self.send(Msg::AlterResp {
             to: from,
             incarnation,
+            req,
             result,
         });
         if changed {
@@ -449,7 +452,12 @@ impl Sim {
                 Action::AckDone { id: rid, error } => {
                     if error == ErrorCode::None {
                         let at = self.produced[&rid];
-                        self.log(|| format!("node {id} acks record {rid} at {at:?}"));
+                        let dbg = if self.trace {
+                            format!("{:?}", self.nodes[i].replica)
+                        } else {
+                            String::new()
+                        };
+                        self.log(|| format!("node {id} acks record {rid} at {at:?} {dbg}"));
                         self.acked.insert(rid, at);
                         self.new_acks.push(rid);
                     }
@@ -550,6 +558,7 @@ impl Sim {
             Msg::AlterResp {
                 to,
                 incarnation,
+                req,
                 result,
             } => {
                 let i = self.idx(to);
@@ -557,7 +566,9 @@ impl Sim {
                 if !n.up || n.incarnation != incarnation {
                     return;
                 }
-                let acts = n.replica.on_alter_partition_response(now, result, &n.log);
+                let acts = n
+                    .replica
+                    .on_alter_partition_response(now, &req, result, &n.log);
                 self.run(i, acts, &[], 0);
             }
             Msg::Fetch {

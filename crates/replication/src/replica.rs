@@ -41,6 +41,11 @@ struct Leader {
     followers: BTreeMap<NodeId, Progress>,
     /// An ISR change sent to the controller and not answered yet (one at a time).
     pending: Option<PendingIsr>,
+    /// Members of refused proposals based on the current partition epoch: another copy of
+    /// such a request (a retry, a delayed duplicate) may still be committed once the reason
+    /// for the refusal is gone, so they count for the HW until a newer partition epoch is
+    /// known (then no request based on the old one can apply).
+    unresolved: BTreeSet<NodeId>,
     /// acks=all waits: (required offset, id) -> deadline.
     acks: BTreeMap<(Offset, AckId), i64>,
 }
@@ -121,7 +126,8 @@ impl Replica {
     }
 
     /// The ISR the HW is computed over: the committed ISR plus any member a pending
-    /// expansion adds (a pending shrink still counts the leaving member), as KIP-497 says.
+    /// expansion adds (a pending shrink still counts the leaving member), as KIP-497 says,
+    /// plus the members of refused proposals that might still be committed.
     pub fn maximal_isr(&self) -> Vec<NodeId> {
         let mut isr: BTreeSet<NodeId> = self
             .state
@@ -132,6 +138,7 @@ impl Replica {
             if let Some(p) = &l.pending {
                 isr.extend(p.request.new_isr.iter().copied());
             }
+            isr.extend(l.unresolved.iter().copied());
         }
         isr.into_iter().collect()
     }
@@ -167,6 +174,7 @@ impl Replica {
                     self.state = Some(new);
                     if let Role::Leader(lead) = &mut self.role {
                         lead.pending = None;
+                        lead.unresolved.clear();
                         let state = self.state.as_ref().expect("state set above");
                         lead.followers.retain(|id, _| state.replicas.contains(id));
                         for &r in &state.replicas {
@@ -246,6 +254,7 @@ impl Replica {
             epoch_start_offset: leo,
             followers,
             pending: None,
+            unresolved: BTreeSet::new(),
             acks: BTreeMap::new(),
         });
         out.push(Action::AssignLeaderEpoch {
@@ -352,7 +361,14 @@ impl Replica {
                 answer.error = ErrorCode::OffsetOutOfRange;
                 return (answer, out);
             }
-            if end.epoch < last || end.end_offset < req.fetch_offset {
+            // Moldau, stronger than Kafka: a follower whose last epoch is older than anything
+            // this log still has (retention removed it: the answer ends at or before the
+            // log start) holds records here nobody can vouch for; it is told to diverge and
+            // restarts at this log's start.
+            let unverifiable = req.replica_id.is_some()
+                && end.end_offset <= log.log_start_offset()
+                && req.fetch_offset >= end.end_offset;
+            if end.epoch < last || end.end_offset < req.fetch_offset || unverifiable {
                 // No progress is recorded for a diverging follower: its log past
                 // `end.end_offset` is not this leader's.
                 answer.diverging_epoch = Some(end);
@@ -571,9 +587,11 @@ impl Replica {
 
     /// The controller answered `request` (the runtime passes back the request it sent; a
     /// retry is the same request). A committed state of this leadership with a newer
-    /// partition epoch is adopted. An error that proves the request was not applied
-    /// (INELIGIBLE_REPLICA, INVALID_REQUEST, OPERATION_NOT_ATTEMPTED: the partition epoch
-    /// still matched, so no copy of it was applied) drops the pending change; an error that
+    /// partition epoch is adopted. A refusal (INELIGIBLE_REPLICA, INVALID_REQUEST,
+    /// OPERATION_NOT_ATTEMPTED) ends the pending change so another can be proposed, but its
+    /// members keep counting for the HW until a newer partition epoch is known (a delayed
+    /// copy of the request may still be committed once the refusal's reason is gone: the
+    /// simulation found that with a broker unfenced in between); an error that
     /// leaves it open (INVALID_UPDATE_VERSION or FENCED_LEADER_EPOCH: an earlier copy may
     /// have been committed) keeps the maximal ISR until the metadata image brings the truth,
     /// as Kafka does; anything else is retried.
@@ -604,6 +622,7 @@ impl Replica {
                     {
                         l.pending = None;
                     }
+                    l.unresolved.clear();
                     self.state = Some(new);
                 }
             }
@@ -612,7 +631,12 @@ impl Replica {
                     match e {
                         ErrorCode::IneligibleReplica
                         | ErrorCode::InvalidRequest
-                        | ErrorCode::OperationNotAttempted => l.pending = None,
+                        | ErrorCode::OperationNotAttempted => {
+                            // This copy was refused, but the proposal may yet be
+                            // committed by another copy: its members keep counting.
+                            l.unresolved.extend(p.request.new_isr.iter().copied());
+                            l.pending = None;
+                        }
                         ErrorCode::InvalidUpdateVersion | ErrorCode::FencedLeaderEpoch => {
                             p.awaiting_metadata = true;
                         }
@@ -773,6 +797,24 @@ impl Replica {
         }
         let leo = log.log_end_offset();
         if let Some(diverging) = resp.diverging_epoch {
+            f.fetch = FetchState::AwaitingLog;
+            let leader_start = resp.log_start_offset;
+            if !diverging.is_undefined() && diverging.end_offset <= leader_start {
+                // The leader knows no epoch as old as ours (retention removed it), so its
+                // answer cannot say where our records below its log start stop matching.
+                // Kafka truncates to that start and keeps those records unverified; Moldau
+                // restarts at the leader's start instead, so replicas agree on every offset
+                // they hold below their HW. Nothing below it is readable on the leader.
+                assert!(
+                    hw <= leader_start,
+                    "follower {} HW {hw} above the leader's log start {leader_start}, yet its last epoch is unknown there",
+                    self.config.node_id
+                );
+                out.push(Action::TruncateFullyAndStartAt {
+                    offset: leader_start,
+                });
+                return out;
+            }
             let target = truncation_offset(diverging, hw, log);
             assert!(
                 target >= hw,
@@ -782,7 +824,6 @@ impl Replica {
             // Even at the log end: the truncation also drops epoch-cache entries that start
             // there (this replica led an epoch briefly and wrote nothing), which would
             // otherwise make it diverge forever (Kafka's truncateTo does the same).
-            f.fetch = FetchState::AwaitingLog;
             out.push(Action::Truncate {
                 offset: target.min(leo),
             });

@@ -307,6 +307,9 @@ fn isr_shrinks_and_expands_through_the_controller() {
     let acts =
         r.on_alter_partition_response(6_400, &expand[0], Err(ErrorCode::IneligibleReplica), &log);
     assert_eq!(alters(&acts), expand);
+    // ...and the refused member keeps counting for the HW: a delayed copy of the refused
+    // request may still be committed (until a newer partition epoch is known).
+    assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
     // An answer that leaves the outcome open (an earlier copy may have been committed)
     // keeps the maximal ISR and stops retrying until the metadata image tells.
     r.on_alter_partition_response(
@@ -471,4 +474,56 @@ fn a_follower_behind_the_leaders_log_start_restarts_there() {
     let acts = r.on_log_changed(2, &log);
     assert_eq!(r.high_watermark(), 30);
     assert_eq!(fetches(&acts)[0].request.fetch_offset, 30);
+}
+
+#[test]
+fn a_follower_whose_epoch_the_leader_deleted_restarts_at_the_leaders_start() {
+    // The follower's last epoch (0) is older than anything the leader still has: its log
+    // starts at 19 with epoch 1. The leader's answer (0 ends at 19) cannot vouch for the
+    // follower's records below 19, so the follower restarts there (Kafka would keep them).
+    let mut log = MemLog::default();
+    log.append(0, 25);
+    log.sync();
+    let mut r = Replica::new(config(2, 1), 12, &log);
+    let plan = fetches(&r.apply_metadata(0, state(1, 1, 1, &[1, 2]), &log))[0];
+    let resp = FetchResponse {
+        error: ErrorCode::None,
+        high_watermark: 30,
+        log_start_offset: 19,
+        log_end_offset: 40,
+        diverging_epoch: Some(EpochEndOffset {
+            epoch: 0,
+            end_offset: 19,
+        }),
+        has_records: false,
+    };
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(acts, vec![Action::TruncateFullyAndStartAt { offset: 19 }]);
+}
+
+#[test]
+fn a_leader_tells_a_follower_with_an_epoch_older_than_its_log_to_diverge() {
+    // Leader: retention moved its start to 19; only epoch 2 (from 19) is left.
+    let mut log = MemLog::default();
+    log.append(1, 19);
+    log.append(2, 11);
+    log.sync();
+    log.start = 19;
+    log.epochs.truncate_from_start(19);
+    let mut r = Replica::new(config(1, 1), 19, &log);
+    r.apply_metadata(0, state(1, 2, 1, &[1, 2]), &log);
+    // Follower 2 at 19 with last epoch 0: nothing here vouches for its records below 19.
+    let mut req = follower_fetch(2, 19, 2);
+    req.last_fetched_epoch = Some(0);
+    let (ans, _) = r.fetch(1, req, &log);
+    assert_eq!(
+        ans.diverging_epoch,
+        Some(EpochEndOffset {
+            epoch: 0,
+            end_offset: 19
+        })
+    );
+    // A consumer gets Kafka's answer (its position is checked by its own epoch logic).
+    req.replica_id = None;
+    assert_eq!(r.fetch(1, req, &log).0.diverging_epoch, None);
 }

@@ -14,6 +14,31 @@ pub type ProducerId = i64;
 /// The epoch of a producer id; bumped to fence older instances.
 pub type ProducerEpoch = i16;
 
+/// Kafka's UNDEFINED_EPOCH: no leader epoch is known.
+pub const UNDEFINED_EPOCH: LeaderEpoch = -1;
+/// Kafka's UNDEFINED_EPOCH_OFFSET: no end offset is known.
+pub const UNDEFINED_EPOCH_OFFSET: Offset = -1;
+
+/// OffsetForLeaderEpoch's answer (and a Fetch response's diverging epoch): the largest epoch
+/// <= the requested one that a log knows and the offset where it ends (where the next epoch
+/// starts, or the log end for the latest); `UNDEFINED` when nothing is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub epoch: LeaderEpoch,
+    pub end_offset: Offset,
+}
+
+impl EpochEndOffset {
+    pub const UNDEFINED: EpochEndOffset = EpochEndOffset {
+        epoch: UNDEFINED_EPOCH,
+        end_offset: UNDEFINED_EPOCH_OFFSET,
+    };
+
+    pub fn is_undefined(&self) -> bool {
+        self.epoch == UNDEFINED_EPOCH || self.end_offset == UNDEFINED_EPOCH_OFFSET
+    }
+}
+
 /// A topic id: a random v4 UUID assigned at creation, never reused.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct TopicId(pub [u8; 16]);

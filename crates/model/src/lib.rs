@@ -11,4 +11,7 @@ pub use config::{
     TransactionSettings,
 };
 pub use error::ErrorCode;
-pub use ids::{LeaderEpoch, NodeId, Offset, ProducerEpoch, ProducerId, TopicId, TopicPartition};
+pub use ids::{
+    EpochEndOffset, LeaderEpoch, NodeId, Offset, ProducerEpoch, ProducerId, TopicId,
+    TopicPartition, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};

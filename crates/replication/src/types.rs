@@ -1,16 +1,12 @@
 //! The inputs and outputs of the replication core: committed partition metadata, what it
 //! reads of the local log, fetch requests and answers, AlterPartition, and `Action`s.
 
+pub use model::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use model::{ErrorCode, LeaderEpoch, NodeId, Offset};
 
 /// The epoch of a partition's state (leader, ISR, replicas) in the metadata log; bumped by
 /// the controller on every change (KIP-497), so a stale AlterPartition is refused.
 pub type PartitionEpoch = i32;
-
-/// Kafka's UNDEFINED_EPOCH.
-pub const UNDEFINED_EPOCH: LeaderEpoch = -1;
-/// Kafka's UNDEFINED_EPOCH_OFFSET.
-pub const UNDEFINED_EPOCH_OFFSET: Offset = -1;
 
 /// A partition's committed state in the metadata image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,24 +80,6 @@ pub trait LogView {
     fn latest_epoch(&self) -> Option<LeaderEpoch>;
     /// OffsetForLeaderEpoch on the local epoch cache (Kafka's semantics).
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> EpochEndOffset;
-}
-
-/// An OffsetForLeaderEpoch answer, or a Fetch response's diverging epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpochEndOffset {
-    pub epoch: LeaderEpoch,
-    pub end_offset: Offset,
-}
-
-impl EpochEndOffset {
-    pub const UNDEFINED: EpochEndOffset = EpochEndOffset {
-        epoch: UNDEFINED_EPOCH,
-        end_offset: UNDEFINED_EPOCH_OFFSET,
-    };
-
-    pub fn is_undefined(&self) -> bool {
-        self.epoch == UNDEFINED_EPOCH || self.end_offset == UNDEFINED_EPOCH_OFFSET
-    }
 }
 
 /// One partition of a Fetch request, from a follower (`replica_id`) or a consumer.

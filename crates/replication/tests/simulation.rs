@@ -88,11 +88,7 @@ impl LogView for SimLog {
         self.epochs.latest_epoch()
     }
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> EpochEndOffset {
-        let e = self.epochs.end_offset_for(epoch, self.log_end_offset());
-        EpochEndOffset {
-            epoch: e.epoch,
-            end_offset: e.end_offset,
-        }
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
     }
 }
 

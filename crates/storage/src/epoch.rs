@@ -18,14 +18,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use model::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+
 use crate::error::StorageError;
 use crate::index::{read_file_opt, write_file_atomic};
 use crate::segment::Segment;
 
-/// Kafka's `UNDEFINED_EPOCH`: no epoch is known.
-pub const UNDEFINED_EPOCH: i32 = -1;
-/// Kafka's `UNDEFINED_EPOCH_OFFSET`: no end offset is known.
-pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 /// File name of the checkpoint in the partition directory (Kafka's).
 pub const CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 const CHECKPOINT_VERSION: i64 = 0;
@@ -38,26 +36,6 @@ pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 64 << 20;
 pub struct EpochEntry {
     pub epoch: i32,
     pub start_offset: i64,
-}
-
-/// The answer to "where does epoch E end?": the largest epoch <= E that this log knows and
-/// the offset where the next epoch starts (or the log end for the latest epoch).
-/// `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)` when nothing is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpochEndOffset {
-    pub epoch: i32,
-    pub end_offset: i64,
-}
-
-impl EpochEndOffset {
-    pub const UNDEFINED: EpochEndOffset = EpochEndOffset {
-        epoch: UNDEFINED_EPOCH,
-        end_offset: UNDEFINED_EPOCH_OFFSET,
-    };
-
-    pub fn is_undefined(&self) -> bool {
-        self.epoch == UNDEFINED_EPOCH || self.end_offset == UNDEFINED_EPOCH_OFFSET
-    }
 }
 
 /// The in-memory epoch cache; the log persists it (see `Log`). Not synchronised itself.

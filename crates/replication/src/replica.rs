@@ -294,7 +294,7 @@ impl Replica {
         let (Role::Leader(_), Some(state)) = (&self.role, &self.state) else {
             return Err(ErrorCode::NotLeaderOrFollower);
         };
-        if acks_all && state.isr.len() < self.config.min_insync_replicas {
+        if acks_all && state.isr.len() < effective_min_isr(&self.config, state) {
             return Err(ErrorCode::NotEnoughReplicas);
         }
         Ok(state.leader_epoch)
@@ -489,7 +489,7 @@ impl Replica {
         if self.config.mutation == Mutation::HwFromLeaderLeo {
             return Some(log.log_end_offset());
         }
-        if state.isr.len() < self.config.min_insync_replicas {
+        if state.isr.len() < effective_min_isr(&self.config, state) {
             return None; // KIP-966
         }
         let mut hw = log.durable_offset().min(log.log_end_offset());
@@ -507,7 +507,7 @@ impl Replica {
         let isr_ok = self
             .state
             .as_ref()
-            .is_some_and(|s| s.isr.len() >= self.config.min_insync_replicas);
+            .is_some_and(|s| s.isr.len() >= effective_min_isr(&self.config, s));
         let Role::Leader(l) = &mut self.role else {
             return;
         };
@@ -900,6 +900,12 @@ impl Replica {
             );
         }
     }
+}
+
+/// `min.insync.replicas`, but never more than the replication factor (Kafka's
+/// effectiveMinIsr: a setting above it would make acks=all impossible, not safer).
+fn effective_min_isr(config: &ReplicaConfig, state: &PartitionState) -> usize {
+    config.min_insync_replicas.min(state.replicas.len())
 }
 
 /// Where a follower truncates given the leader's answer for its last epoch (the diverging

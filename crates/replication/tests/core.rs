@@ -523,3 +523,21 @@ fn a_leader_tells_a_follower_with_an_epoch_older_than_its_log_to_diverge() {
     req.replica_id = None;
     assert_eq!(r.fetch(1, req, &log).0.diverging_epoch, None);
 }
+
+#[test]
+fn min_insync_replicas_above_the_replication_factor_means_all_replicas() {
+    // Kafka's effectiveMinIsr: min(min.insync.replicas, replication factor).
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(1, 5), 0, &log);
+    r.apply_metadata(0, state(1, 1, 1, &[1, 2, 3]), &log);
+    log.epochs.assign(1, 0);
+    assert_eq!(r.check_produce(true), Ok(1));
+    log.append(1, 4);
+    log.sync();
+    r.on_log_changed(1, &log);
+    r.fetch(2, follower_fetch(2, 4, 1), &log);
+    let (_, acts) = r.fetch(2, follower_fetch(3, 4, 1), &log);
+    assert_eq!(hw_moves(&acts), vec![4]);
+    r.apply_metadata(3, state(1, 1, 2, &[1, 2]), &log);
+    assert_eq!(r.check_produce(true), Err(ErrorCode::NotEnoughReplicas));
+}

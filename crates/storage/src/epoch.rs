@@ -227,10 +227,22 @@ pub(crate) fn recover(
                 tracing::warn!(path = %path.display(), "damaged leader-epoch checkpoint; rebuilding it from the log");
             }
             let mut c = LeaderEpochCache::default();
-            for seg in segments {
+            'scan: for seg in segments {
                 let mut cursor = seg.headers_from(0);
-                while let Some((_, h)) = cursor.next_header()? {
-                    c.assign(h.partition_leader_epoch, h.base_offset);
+                loop {
+                    match cursor.next_header() {
+                        Ok(Some((_, h))) => {
+                            c.assign(h.partition_leader_epoch, h.base_offset);
+                        }
+                        Ok(None) => break,
+                        // Recovery decides what damage means for the log. The cache stops
+                        // here: only its tail is missing, so it understates the latest
+                        // epoch and a follower truncates further, never less.
+                        Err(e) => {
+                            tracing::warn!(path = %path.display(), error = %e, "unreadable batch header while rebuilding the leader-epoch cache");
+                            break 'scan;
+                        }
+                    }
                 }
             }
             (c, leo > log_start || loaded.is_some())

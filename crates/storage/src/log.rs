@@ -1122,12 +1122,23 @@ impl Log {
     /// emptied and restarts at `offset`. At or past the log end, only leader-epoch entries
     /// starting at the log end are removed.
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+        self.truncate_inner(offset, false)
+    }
+
+    /// Empties the log and restarts it at `offset`, which may be past the log end: a
+    /// follower behind its leader's log start restarts there (Kafka's
+    /// truncateFullyAndStartAt). The epoch cache is emptied too.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), StorageError> {
+        self.truncate_inner(offset, true)
+    }
+
+    fn truncate_inner(&self, offset: i64, fully: bool) -> Result<(), StorageError> {
         let s = &*self.shared;
         let _m = s.maintenance.lock();
         let mut st = s.append.lock();
         let _f = s.flush_lock.lock();
         s.check_online()?;
-        if offset >= s.leo() {
+        if !fully && offset >= s.leo() {
             // Nothing to cut from the log, but an epoch that starts at its end (a leadership
             // that wrote nothing) goes, as in Kafka: the follower's lineage must end here.
             let leo = s.leo();
@@ -1138,11 +1149,12 @@ impl Log {
         let offset = offset.max(0);
         // Cutting the batch that straddles the log start would leave the end below the
         // start: restart the log at `offset` instead, as for a target below the start.
-        let straddles = s
-            .segment_for(offset)
-            .find_batch(offset)?
-            .is_some_and(|(_, h)| h.base_offset < s.log_start());
-        if offset < s.log_start() || straddles {
+        let restart = fully
+            || offset < s.log_start()
+            || s.segment_for(offset)
+                .find_batch(offset)?
+                .is_some_and(|(_, h)| h.base_offset < s.log_start());
+        if restart {
             // The list is never empty for readers: old files go first (open descriptors
             // keep working), then the new segment replaces the list in one step.
             let old: Vec<_> = s.segments.read().clone();

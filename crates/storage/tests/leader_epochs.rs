@@ -175,3 +175,29 @@ fn a_missing_or_damaged_checkpoint_is_rebuilt_and_stale_entries_are_cut() {
     assert_eq!(log.leader_epochs(), want);
     assert_eq!(checkpoint(dir.path()), "0\n3\n0 0\n3 400\n8 1000\n");
 }
+
+#[test]
+fn a_follower_behind_the_leaders_start_restarts_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), config(), &clock);
+    for _ in 0..4 {
+        log.append(batch("f", 5, T0), 2).unwrap();
+    }
+    // The leader's log starts at 100, far past this log's end (20).
+    log.truncate_fully_and_start_at(100).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+    assert_eq!(log.leader_epochs(), entries(&[]));
+    assert_eq!(log.end_offset_for_epoch(2), EpochEndOffset::UNDEFINED);
+    let leader = tempfile::tempdir().unwrap();
+    let l = open(leader.path(), config(), &clock);
+    l.truncate_fully_and_start_at(100).unwrap();
+    l.append(batch("g", 3, T0), 4).unwrap();
+    let r = l.read(100, 1000, i64::MAX, true).unwrap();
+    log.append_replicated(r.data).unwrap();
+    assert_eq!(log.leader_epochs(), entries(&[(4, 100)]));
+    drop(log);
+    let log = open(dir.path(), config(), &clock);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 103));
+    assert_eq!(log.leader_epochs(), entries(&[(4, 100)]));
+}

@@ -21,7 +21,11 @@ use protocol::messages::offset_commit_response::{
 use protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
+use protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use protocol::messages::{OffsetCommitResponse, OffsetDeleteResponse, TopicName};
+use protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use protocol::{RequestKind, ResponseKind};
 use record::{BatchBuilder, Compression, NewRecord};
 use std::collections::{BTreeMap, HashMap};
@@ -191,6 +195,9 @@ impl Groups {
         let now = state.clock.now_ms();
         let mut c = self.lock();
         c.set_offsets_topic_partitions(topic.partitions.len() as i32);
+        state
+            .txns
+            .set_offsets_topic_partitions(topic.partitions.len() as i32);
         for p in 0..topic.partitions.len() as i32 {
             let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
                 tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");
@@ -222,12 +229,21 @@ impl Groups {
                         })?;
                     offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
                     if header.is_control() {
+                        // A transaction marker: the producer's offsets commit or vanish.
+                        if let Some(m) = record::parse_end_txn_marker(&batch) {
+                            c.complete_txn(header.producer_id, p, m.commit);
+                        }
                         continue;
                     }
+                    let txn = header.is_transactional().then_some(header.producer_id);
                     for r in iter.flatten() {
                         let Some(key) = r.key else { continue };
                         records += 1;
-                        if let Err(e) = c.replay(&key, r.value.as_deref()) {
+                        let replayed = match txn {
+                            Some(pid) => c.replay_txn(pid, &key, r.value.as_deref()),
+                            None => c.replay(&key, r.value.as_deref()),
+                        };
+                        if let Err(e) = replayed {
                             tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
                         }
                     }
@@ -252,10 +268,9 @@ impl Groups {
         body: RequestKind,
     ) -> Reply {
         if let RequestKind::FindCoordinator(req) = &body {
-            let resp = coordinator::find_coordinator(req, ctx.version, |key_type, _key| {
-                if key_type != 0 {
-                    // Transaction coordinators arrive with transactions.
-                    return Err(ErrorCode::CoordinatorNotAvailable);
+            let resp = coordinator::find_coordinator(req, ctx.version, |key_type, key| {
+                if key_type == 1 {
+                    return state.txns.locate(state, key);
                 }
                 self.ensure_loaded(state, true)?;
                 Ok(CoordinatorNode {
@@ -291,6 +306,25 @@ impl Groups {
             client_host,
         };
         let now = state.clock.now_ms();
+        // KIP-890: a transactional offset commit goes ahead only if the group's partition is
+        // part of the producer's ongoing transaction.
+        let body = match body {
+            RequestKind::TxnOffsetCommit(r) => {
+                match self.verify_txn_offsets(state, &r, ctx.version) {
+                    Ok(()) => RequestKind::TxnOffsetCommit(r),
+                    Err(e) => {
+                        self.pending
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&token);
+                        return ctx.ready(ResponseKind::TxnOffsetCommit(txn_offset_commit_error(
+                            &r, e,
+                        )));
+                    }
+                }
+            }
+            other => other,
+        };
         {
             let mut c = self.lock();
             self.refresh_topics(state, &mut c);
@@ -307,6 +341,7 @@ impl Groups {
                 RequestKind::DeleteGroups(r) => c.delete_groups(&rctx, r, now),
                 RequestKind::ConsumerGroupHeartbeat(r) => c.consumer_group_heartbeat(&rctx, r, now),
                 RequestKind::ConsumerGroupDescribe(r) => c.consumer_group_describe(&rctx, r, now),
+                RequestKind::TxnOffsetCommit(r) => c.txn_offset_commit(&rctx, r, now),
                 other => {
                     tracing::error!("not a group request: {other:?}");
                     Output::default()
@@ -342,6 +377,8 @@ impl Groups {
     fn persist_and_route(self: &Arc<Self>, state: &Arc<BrokerState>, out: Output) {
         let mut waits = Vec::new();
         let mut failed = false;
+        // One batch per partition for plain records; one transactional batch (the producer's
+        // id and epoch, no sequence) per TxnOffsetCommit.
         let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();
         let now = state.clock.now_ms();
         for r in out.records {
@@ -350,23 +387,36 @@ impl Groups {
                 .or_default()
                 .push(NewRecord::new(Some(r.key), r.value, now));
         }
+        let mut batches: Vec<(i32, BatchBuilder)> = Vec::new();
         for (p, records) in by_partition {
+            let mut builder = BatchBuilder::new(Compression::None);
+            for r in records {
+                builder.push(r);
+            }
+            batches.push((p, builder));
+        }
+        for t in out.txn_records {
+            let mut builder = BatchBuilder::new(Compression::None)
+                .producer(t.producer_id, t.producer_epoch, record::NO_SEQUENCE)
+                .transactional(true);
+            for r in t.records {
+                builder.push(NewRecord::new(Some(r.key), r.value, now));
+            }
+            batches.push((t.partition, builder));
+        }
+        for (p, builder) in batches {
             let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
                 tracing::error!(partition = p, "{OFFSETS_TOPIC} partition missing");
                 failed = true;
                 continue;
             };
-            let mut builder = BatchBuilder::new(Compression::None);
-            for r in records {
-                builder.push(r);
-            }
             let appended = builder
                 .build()
                 .map_err(|e| e.to_string())
                 .and_then(|batch: Bytes| {
                     partition
                         .log
-                        .append(batch, partition.leader_epoch())
+                        .append_as_coordinator(batch, partition.leader_epoch())
                         .map_err(|e| e.to_string())
                 });
             match appended {
@@ -414,6 +464,43 @@ impl Groups {
                 let _ = tx.send(resp);
             }
         });
+    }
+
+    /// KIP-890 verification of a TxnOffsetCommit: the group's `__consumer_offsets` partition
+    /// must be in the producer's ongoing transaction. Errors as Kafka maps them for this API.
+    fn verify_txn_offsets(
+        &self,
+        state: &BrokerState,
+        r: &TxnOffsetCommitRequest,
+        version: i16,
+    ) -> Result<(), ErrorCode> {
+        let partition = self.lock().partition_for(&r.group_id.0);
+        let tp = [(OFFSETS_TOPIC.to_string(), partition)]
+            .into_iter()
+            .collect();
+        state
+            .txns
+            .verify(
+                &r.transactional_id.0,
+                r.producer_id.0,
+                r.producer_epoch,
+                &tp,
+            )
+            .map_err(|e| match e {
+                ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+                ErrorCode::TransactionAbortable if version < 4 => ErrorCode::InvalidTxnState,
+                ErrorCode::ConcurrentTransactions
+                | ErrorCode::NotCoordinator
+                | ErrorCode::CoordinatorNotAvailable
+                | ErrorCode::CoordinatorLoadInProgress => ErrorCode::CoordinatorNotAvailable,
+                e => e,
+            })
+    }
+
+    /// A transaction marker is durable on `__consumer_offsets` partition `partition`: the
+    /// producer's transactional offsets there are committed (or dropped on abort).
+    pub fn complete_txn(&self, producer_id: i64, partition: i32, commit: bool) {
+        self.lock().complete_txn(producer_id, partition, commit);
     }
 
     /// Drops committed offsets of deleted topics (tombstones in `__consumer_offsets`).
@@ -554,4 +641,27 @@ fn merge_offset_delete(
     OffsetDeleteResponse::default()
         .with_throttle_time_ms(coordinator.throttle_time_ms)
         .with_topics(topics)
+}
+
+/// A TxnOffsetCommit response with `e` on every partition.
+fn txn_offset_commit_error(r: &TxnOffsetCommitRequest, e: ErrorCode) -> TxnOffsetCommitResponse {
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(e.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }

@@ -10,6 +10,9 @@ mod handlers;
 mod log_dirs;
 mod replica;
 mod state;
+mod txn;
+mod txn_markers;
+mod txn_partition;
 
 use model::BrokerConfig;
 use std::net::SocketAddr;

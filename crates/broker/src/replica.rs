@@ -17,6 +17,8 @@ pub struct Partition {
     leader_epoch: AtomicI32,
     /// Offsets below it are committed and visible to consumers. *Invariant:* HW <= LEO.
     high_watermark: AtomicI64,
+    /// KIP-890 verification of transactional writes, serialised with transaction markers.
+    pub txn: crate::txn_partition::TxnGuards,
 }
 
 impl std::fmt::Debug for Partition {
@@ -37,6 +39,7 @@ impl Partition {
             log: Arc::new(log),
             leader_epoch: AtomicI32::new(leader_epoch),
             high_watermark: AtomicI64::new(leo),
+            txn: Default::default(),
         }
     }
 
@@ -48,9 +51,13 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// The last stable offset; without transactions it is the high watermark.
+    /// The last stable offset: the high watermark, or the first offset of the oldest open
+    /// transaction if that is lower. read_committed fetches stop here.
     pub fn last_stable_offset(&self) -> i64 {
-        self.high_watermark()
+        let hw = self.high_watermark();
+        self.log
+            .first_unstable_offset()
+            .map_or(hw, |first| first.min(hw))
     }
 
     /// Moves the high watermark up to the log end offset (single replica: every appended

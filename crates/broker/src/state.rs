@@ -4,6 +4,7 @@
 use crate::groups::Groups;
 use crate::log_dirs::{self, RecoveryPoints};
 use crate::replica::{Partition, ReplicaManager};
+use crate::txn::Transactions;
 use crate::BrokerError;
 use metadata::{
     ControllerError, FileMetadataLog, MetadataImage, MetadataStore, NewTopic, TopicImage,
@@ -32,6 +33,7 @@ pub struct BrokerState {
     pub metadata: MetadataStore,
     pub replicas: ReplicaManager,
     pub groups: Arc<Groups>,
+    pub txns: Arc<Transactions>,
     pub clock: Arc<dyn Clock>,
     /// Bumped whenever a high watermark moves; Fetch long-polls wait on it.
     pub data_version: watch::Sender<u64>,
@@ -78,6 +80,7 @@ impl BrokerState {
             metadata,
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
+            txns: Arc::new(Transactions::new(&config)),
             clock: Arc::new(SystemClock),
             data_version: watch::Sender::new(0),
             cancel,
@@ -87,6 +90,9 @@ impl BrokerState {
         });
         state.reconcile()?;
         state.set_aside_stray_dirs();
+        if let Err(e) = state.txns.ensure_loaded(&state, false) {
+            tracing::error!(error = ?e, "loading transaction state failed; transaction requests will be retried by clients");
+        }
         if let Err(e) = state.groups.ensure_loaded(&state, false) {
             tracing::error!(error = ?e, "loading consumer groups failed; group requests will be retried by clients");
         }
@@ -266,6 +272,9 @@ impl BrokerState {
     pub fn start_background(self: &Arc<Self>) {
         self.tasks
             .spawn(self.groups.clone().run_timers(self.clone()));
+        self.tasks.spawn(self.txns.clone().run_timers(self.clone()));
+        self.tasks
+            .spawn(self.txns.markers.clone().run(self.clone()));
         let every = |ms: i64| Duration::from_millis(ms.max(10) as u64);
         self.spawn_periodic(
             "flush",

@@ -534,6 +534,7 @@ pub(super) static MESSAGES: &[Message] = &[
     m(24, "AddPartitionsToTxn",      range(0, 5),    Some(3),  &ADD_PARTITIONS_TO_TXN_REQUEST),
     m(25, "AddOffsetsToTxn",         range(0, 4),    Some(3),  &ADD_OFFSETS_TO_TXN_REQUEST),
     m(26, "EndTxn",                  range(0, 5),    Some(3),  &END_TXN_REQUEST),
+    m(27, "WriteTxnMarkers",         range(1, 1),    Some(1),  &WRITE_TXN_MARKERS_REQUEST),
     m(28, "TxnOffsetCommit",         range(0, 5),    Some(3),  &TXN_OFFSET_COMMIT_REQUEST),
     m(32, "DescribeConfigs",         range(1, 4),    Some(4),  &DESCRIBE_CONFIGS_REQUEST),
     m(33, "AlterConfigs",            range(0, 2),    Some(2),  &ALTER_CONFIGS_REQUEST),
@@ -1221,6 +1222,34 @@ static DESCRIBE_CLUSTER_REQUEST: Schema = Schema {
         f("include_cluster_authorized_operations", ALL, Ty::Bool),
         f("endpoint_type", since(1), Ty::Int8),
         f("include_fenced_brokers", since(2), Ty::Bool),
+    ],
+    tagged: &[],
+};
+
+// DescribeProducers (api key 61)
+// WriteTxnMarkers (api key 27)
+static WRITE_TXN_MARKERS_REQUEST: Schema = Schema {
+    fields: &[
+        f("markers", ALL, Ty::Array(&Ty::Struct(&WRITABLE_TXN_MARKER))),
+    ],
+    tagged: &[],
+};
+
+static WRITABLE_TXN_MARKER: Schema = Schema {
+    fields: &[
+        f("producer_id", ALL, Ty::Int64),
+        f("producer_epoch", ALL, Ty::Int16),
+        f("transaction_result", ALL, Ty::Bool),
+        f("topics", ALL, Ty::Array(&Ty::Struct(&WRITABLE_TXN_MARKER_TOPIC))),
+        f("coordinator_epoch", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+static WRITABLE_TXN_MARKER_TOPIC: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("partition_indexes", ALL, Ty::Array(&Ty::Int32)),
     ],
     tagged: &[],
 };

@@ -52,6 +52,7 @@ fn default_request(api: ApiKey) -> RequestKind {
         AddPartitionsToTxn,
         AddOffsetsToTxn,
         EndTxn,
+        WriteTxnMarkers,
         TxnOffsetCommit,
         DescribeConfigs,
         AlterConfigs,
@@ -127,8 +128,8 @@ fn unknown_tags() -> std::collections::BTreeMap<i32, Bytes> {
 fn covers_the_apis_in_the_brief() {
     let keys: Vec<i16> = guard::guarded_apis().map(|(k, ..)| k).collect();
     let want = [
-        0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32,
-        33, 35, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
+        0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+        32, 33, 35, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
     ];
     assert_eq!(keys, want);
 }

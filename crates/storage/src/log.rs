@@ -51,6 +51,17 @@ pub const PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
 /// Producer-state snapshots kept on disk (older ones are deleted at each roll).
 const SNAPSHOTS_KEPT: usize = 2;
 
+/// Who appends (Kafka's `AppendOrigin`): what a batch is checked for depends on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// A producer (Produce): fully validated, sequences checked.
+    Client,
+    /// A coordinator on this broker: structure checked; producer batches may lack sequences.
+    Coordinator,
+    /// A copy from the leader: structure checked, offsets kept, no producer checks.
+    Replication,
+}
+
 /// The outcome of a successful append.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -646,7 +657,19 @@ impl Log {
     /// Appends one or more v2 batches (a Produce request's records) as one unit: every
     /// batch is validated first and nothing is written unless all pass.
     pub fn append(&self, batches: Bytes, leader_epoch: i32) -> Result<AppendInfo, AppendError> {
-        self.append_inner(batches, Some(leader_epoch))
+        self.append_inner(batches, Some(leader_epoch), Origin::Client)
+    }
+
+    /// Appends batches written by a coordinator on this broker (transaction markers,
+    /// transactional offset commits): as [`Log::append`], but a producer's batch may carry
+    /// no sequence (Kafka's `AppendOrigin.COORDINATOR`); such batches are only fenced by
+    /// the producer epoch.
+    pub fn append_as_coordinator(
+        &self,
+        batches: Bytes,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, AppendError> {
+        self.append_inner(batches, Some(leader_epoch), Origin::Coordinator)
     }
 
     /// Appends batches copied from a leader (replication): offsets, leader epochs and
@@ -655,7 +678,7 @@ impl Log {
     /// leaves them, are fine). No producer checks (the leader did them), but producer
     /// state is updated so this replica can take over as leader.
     pub fn append_replicated(&self, batches: Bytes) -> Result<AppendInfo, AppendError> {
-        self.append_inner(batches, None)
+        self.append_inner(batches, None, Origin::Replication)
     }
 
     /// `leader_epoch` is Some for a leader append (offsets assigned here), None for a
@@ -664,6 +687,7 @@ impl Log {
         &self,
         batches: Bytes,
         leader_epoch: Option<i32>,
+        origin: Origin,
     ) -> Result<AppendInfo, AppendError> {
         let s = &*self.shared;
         s.check_online()?;
@@ -690,8 +714,8 @@ impl Log {
         // Smallest and largest record timestamp of the request (CreateTime records).
         let mut record_times: Option<(i64, i64)> = None;
         for p in &parts {
-            headers.push(match leader_epoch {
-                Some(_) => {
+            headers.push(match origin {
+                Origin::Client => {
                     let h = validate_batch(p, max_msg)?;
                     let summary = validate_records(p, &h, &rules)?;
                     let times = match h.timestamp_type() {
@@ -707,7 +731,9 @@ impl Log {
                     }
                     h
                 }
-                None => validate_batch_structure(p)?,
+                // A coordinator's own records (markers, offsets, transaction state) and copies
+                // from the leader were validated by whoever made them.
+                Origin::Coordinator | Origin::Replication => validate_batch_structure(p)?,
             });
         }
         // Transaction markers are decoded before the lock (one small record each): their
@@ -1349,7 +1375,7 @@ impl Log {
             marker,
             self.shared.clock.now_ms(),
         )?;
-        self.append(batch, leader_epoch)
+        self.append_as_coordinator(batch, leader_epoch)
     }
 
     /// Whether `producer_id` has an open transaction on this partition (its first

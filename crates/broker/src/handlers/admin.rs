@@ -312,8 +312,8 @@ pub fn init_producer_id(
             .with_producer_epoch(-1)
     };
     if req.transactional_id.is_some() {
-        // Transactions arrive with the transaction coordinator.
-        return fail(ErrorCode::TransactionalIdAuthorizationFailed);
+        // Routed to the transaction coordinator by the dispatcher.
+        return fail(ErrorCode::InvalidRequest);
     }
     // An idempotent producer (re)initialising always gets a fresh id with epoch 0, as Kafka
     // does without a transactional id; its old sequences can't collide with the new id.

@@ -5,8 +5,10 @@
 use super::{code, from_uuid, Ctx, Reply};
 use crate::state::BrokerState;
 use model::ErrorCode;
-use protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use protocol::ResponseKind;
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,6 +178,21 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
                     let n = r.data.len();
                     total += n;
                     remaining = remaining.saturating_sub(n);
+                    if plan.read_committed && plan.version >= 4 {
+                        // The aborted transactions overlapping what was read, so the client
+                        // can drop their records (it skips control batches itself).
+                        let aborted = partition
+                            .log
+                            .aborted_transactions(pp.fetch_offset, r.next_offset)
+                            .into_iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect();
+                        pd = pd.with_aborted_transactions(Some(aborted));
+                    }
                     pd = pd.with_records(Some(r.data));
                 }
                 Err(e) => {

@@ -7,6 +7,7 @@ mod fetch;
 mod metadata;
 mod offsets;
 mod produce;
+mod txn;
 
 use crate::state::BrokerState;
 use bytes::Bytes;
@@ -82,7 +83,8 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         | RequestKind::DescribeGroups(_)
         | RequestKind::DeleteGroups(_)
         | RequestKind::ConsumerGroupHeartbeat(_)
-        | RequestKind::ConsumerGroupDescribe(_)) => {
+        | RequestKind::ConsumerGroupDescribe(_)
+        | RequestKind::TxnOffsetCommit(_)) => {
             state
                 .groups
                 .handle(state, ctx, &client_id, client_host, body)
@@ -116,8 +118,26 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         RequestKind::DescribeLogDirs(r) => ctx.ready(ResponseKind::DescribeLogDirs(
             admin::describe_log_dirs(state, r, v),
         )),
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => state.txns.handle(
+            state,
+            ctx,
+            &client_id,
+            client_host,
+            RequestKind::InitProducerId(r),
+        ),
         RequestKind::InitProducerId(r) => ctx.ready(ResponseKind::InitProducerId(
             admin::init_producer_id(state, r),
+        )),
+        body @ (RequestKind::AddPartitionsToTxn(_)
+        | RequestKind::AddOffsetsToTxn(_)
+        | RequestKind::EndTxn(_)
+        | RequestKind::DescribeTransactions(_)
+        | RequestKind::ListTransactions(_)) => {
+            state.txns.handle(state, ctx, &client_id, client_host, body)
+        }
+        RequestKind::WriteTxnMarkers(r) => txn::write_txn_markers(state, ctx, r),
+        RequestKind::DescribeProducers(r) => ctx.ready(ResponseKind::DescribeProducers(
+            txn::describe_producers(state, r),
         )),
         RequestKind::DescribeConfigs(r) => ctx.ready(ResponseKind::DescribeConfigs(
             configs::describe_configs(state, r, v),

@@ -4,11 +4,16 @@
 use super::{code, from_uuid, Ctx, Reply};
 use crate::replica::Partition;
 use crate::state::BrokerState;
+use crate::txn_partition::TxnAppendError;
+use bytes::Bytes;
 use model::ErrorCode;
 use protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use protocol::messages::{ProduceRequest, ProduceResponse};
 use protocol::ResponseKind;
+use record::BatchHeader;
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use storage::AppendInfo;
 
 /// A partition's append outcome, waiting (for acks=all) on durability of `last_offset`.
 struct Appended {
@@ -51,11 +56,6 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::InvalidTopicException));
                 continue;
             }
-            if req.transactional_id.is_some() {
-                // Transactions arrive with the transaction coordinator.
-                partitions.push(err(r, ErrorCode::TransactionalIdAuthorizationFailed));
-                continue;
-            }
             let partition = match state.replicas.lookup(name, pd.index) {
                 Ok(p) => p,
                 Err(e) => {
@@ -72,9 +72,9 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::InvalidRecord));
                 continue;
             }
-            match partition.log.append(records, partition.leader_epoch()) {
+            let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
+            match append(state, txn_id, version, &partition, records) {
                 Ok(info) => {
-                    partition.advance_high_watermark();
                     appended_any = true;
                     r = r
                         .with_base_offset(info.base_offset)
@@ -91,12 +91,11 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                         });
                     }
                 }
-                Err(e) => {
-                    let ec = e.error_code();
-                    tracing::debug!(partition = %partition.tp, error = %e, "produce rejected");
+                Err((ec, message)) => {
+                    tracing::debug!(partition = %partition.tp, error = %message, "produce rejected");
                     r = err(r, ec);
                     if version >= 8 {
-                        r = r.with_error_message(Some(super::str_bytes(e.to_string())));
+                        r = r.with_error_message(Some(super::str_bytes(message)));
                     }
                 }
             }
@@ -145,4 +144,80 @@ fn has_control_batch(records: &[u8]) -> bool {
     record::BatchSplitter::new(records).any(|b| {
         b.is_ok_and(|(_, bytes)| record::BatchHeader::parse(bytes).is_ok_and(|h| h.is_control()))
     })
+}
+
+/// Appends a partition's records. Clients may not write control batches, nor transactional
+/// batches without a transactional id (INVALID_RECORD). A transactional producer's batches go
+/// through KIP-890 verification: the first write of its transaction to this partition is
+/// appended only if the coordinator confirms the partition is in the transaction.
+fn append(
+    state: &BrokerState,
+    transactional_id: Option<&str>,
+    version: i16,
+    partition: &Partition,
+    records: Bytes,
+) -> Result<AppendInfo, (ErrorCode, String)> {
+    let invalid = |m: &str| {
+        let ec = if version >= 8 {
+            ErrorCode::InvalidRecord
+        } else {
+            ErrorCode::CorruptMessage
+        };
+        (ec, m.to_string())
+    };
+    let header = BatchHeader::parse(&records).map_err(|e| (e.error_code(), e.to_string()))?;
+    if header.is_control() {
+        return Err(invalid("clients may not write control batches"));
+    }
+    let Some(txn_id) = transactional_id else {
+        if header.is_transactional() {
+            return Err(invalid("a transactional batch needs a transactional id"));
+        }
+        let info = partition
+            .log
+            .append(records, partition.leader_epoch())
+            .map_err(|e| (e.error_code(), e.to_string()))?;
+        partition.advance_high_watermark();
+        return Ok(info);
+    };
+    if !header.is_transactional() || header.producer_id < 0 || header.base_sequence < 0 {
+        return Err(invalid(
+            "a transactional producer's batches must be transactional, with a producer id and sequence",
+        ));
+    }
+    let (pid, epoch) = (header.producer_id, header.producer_epoch);
+    let tp: BTreeSet<(String, i32)> = [(partition.tp.topic.to_string(), partition.tp.partition)]
+        .into_iter()
+        .collect();
+    let abortable = if version >= 11 {
+        ErrorCode::TransactionAbortable
+    } else {
+        ErrorCode::InvalidTxnState
+    };
+    partition
+        .append_transactional(records, pid, || state.txns.verify(txn_id, pid, epoch, &tp))
+        .map_err(|e| match e {
+            TxnAppendError::Append(e) => (e.error_code(), e.to_string()),
+            TxnAppendError::NotVerified(None) => (
+                abortable,
+                "the transaction ended while the partition was being verified".to_string(),
+            ),
+            TxnAppendError::NotVerified(Some(e)) => {
+                // As Kafka: retriable coordinator trouble becomes NOT_ENOUGH_REPLICAS, which
+                // every producer retries without refreshing metadata.
+                let mapped = match e {
+                    ErrorCode::TransactionAbortable | ErrorCode::InvalidTxnState => abortable,
+                    ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+                    ErrorCode::ConcurrentTransactions
+                    | ErrorCode::CoordinatorLoadInProgress
+                    | ErrorCode::CoordinatorNotAvailable
+                    | ErrorCode::NotCoordinator => ErrorCode::NotEnoughReplicas,
+                    e => e,
+                };
+                (
+                    mapped,
+                    format!("partition not verified in the transaction ({})", e.name()),
+                )
+            }
+        })
 }

@@ -496,6 +496,21 @@ impl TransactionCoordinator {
         &self.config
     }
 
+    /// Uses the actual partition count of `__transaction_state` (an existing topic keeps its
+    /// count, as in Kafka: every id's records live in the partition that count chose).
+    pub fn set_state_log_partitions(&mut self, partitions: i32) {
+        if partitions > 0 {
+            self.config.state_log_partitions = partitions;
+        }
+    }
+
+    /// Uses the actual partition count of `__consumer_offsets` for AddOffsetsToTxn.
+    pub fn set_offsets_topic_partitions(&mut self, partitions: i32) {
+        if partitions > 0 {
+            self.config.offsets_topic_partitions = partitions;
+        }
+    }
+
     /// The `__transaction_state` partition of a transactional id.
     pub fn partition_for(&self, transactional_id: &str) -> i32 {
         partition_for(transactional_id, self.config.state_log_partitions)

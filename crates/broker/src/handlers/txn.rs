@@ -1,0 +1,167 @@
+//! The partition-leader side of transactions: WriteTxnMarkers (a coordinator asks this
+//! broker to write COMMIT/ABORT markers) and DescribeProducers (the producers a partition
+//! knows, as `kafka-transactions.sh describe-producers` shows them).
+
+use super::{Ctx, Reply};
+use crate::state::BrokerState;
+use crate::txn_markers::{marker_durable, write_marker};
+use model::ErrorCode;
+use protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use protocol::messages::{
+    DescribeProducersRequest, DescribeProducersResponse, ProducerId, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+};
+use protocol::ResponseKind;
+use record::EndTxnMarker;
+use std::sync::Arc;
+
+/// WriteTxnMarkers (v1): appends each marker to each partition this broker leads, answering
+/// once they are durable. Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+/// or the log's refusal (INVALID_PRODUCER_EPOCH for an older producer epoch,
+/// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).
+pub fn write_txn_markers(state: &Arc<BrokerState>, ctx: Ctx, req: WriteTxnMarkersRequest) -> Reply {
+    let image = state.image();
+    let mut results = Vec::with_capacity(req.markers.len());
+    // (marker index, topic index, partition index) -> durability wait.
+    let mut waits = Vec::new();
+    for (mi, m) in req.markers.iter().enumerate() {
+        let marker = EndTxnMarker {
+            commit: m.transaction_result,
+            coordinator_epoch: m.coordinator_epoch,
+        };
+        let mut topics = Vec::with_capacity(m.topics.len());
+        for (ti, t) in m.topics.iter().enumerate() {
+            let name = t.name.0.to_string();
+            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+            for (pi, &p) in t.partition_indexes.iter().enumerate() {
+                let known = image
+                    .topic(&name)
+                    .is_some_and(|ti| p >= 0 && (p as usize) < ti.partitions.len());
+                let e = match state.replicas.get(&name, p) {
+                    _ if !known => ErrorCode::UnknownTopicOrPartition,
+                    None => ErrorCode::NotLeaderOrFollower,
+                    Some(partition) => {
+                        match write_marker(
+                            state,
+                            &partition,
+                            m.producer_id.0,
+                            m.producer_epoch,
+                            marker,
+                        ) {
+                            Ok(info) => {
+                                waits.push((
+                                    mi,
+                                    ti,
+                                    pi,
+                                    partition,
+                                    info.last_offset,
+                                    name.clone(),
+                                    p,
+                                ));
+                                ErrorCode::None
+                            }
+                            Err(e) => {
+                                tracing::debug!(topic = %name, partition = p, error = %e, "transaction marker refused");
+                                e.error_code()
+                            }
+                        }
+                    }
+                };
+                partitions.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(e.code()),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        results.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics),
+        );
+    }
+    let commits: Vec<bool> = req.markers.iter().map(|m| m.transaction_result).collect();
+    let pids: Vec<i64> = req.markers.iter().map(|m| m.producer_id.0).collect();
+    let state = state.clone();
+    Reply::Later(Box::pin(async move {
+        let mut results = results;
+        for (mi, ti, pi, partition, offset, topic, p) in waits {
+            let e = match partition.log.wait_durable(offset).await {
+                Ok(()) => {
+                    marker_durable(&state, &topic, p, pids[mi], commits[mi]);
+                    ErrorCode::None
+                }
+                Err(e) => e.error_code(),
+            };
+            if let Some(r) = results
+                .get_mut(mi)
+                .and_then(|m| m.topics.get_mut(ti))
+                .and_then(|t| t.partitions.get_mut(pi))
+            {
+                r.error_code = e.code();
+            }
+        }
+        ctx.encode(ResponseKind::WriteTxnMarkers(
+            WriteTxnMarkersResponse::default().with_markers(results),
+        ))
+    }))
+}
+
+/// DescribeProducers (v0): every producer a partition's state knows.
+pub fn describe_producers(
+    state: &Arc<BrokerState>,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let image = state.image();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&p| {
+                    let r = PartitionResponse::default().with_partition_index(p);
+                    let known = image
+                        .topic(&name)
+                        .is_some_and(|ti| p >= 0 && (p as usize) < ti.partitions.len());
+                    match state.replicas.get(&name, p) {
+                        _ if !known => r.with_error_code(ErrorCode::UnknownTopicOrPartition.code()),
+                        None => r.with_error_code(ErrorCode::NotLeaderOrFollower.code()),
+                        Some(partition) => r.with_active_producers(
+                            partition
+                                .log
+                                .producers()
+                                .into_iter()
+                                .map(|s| {
+                                    ProducerState::default()
+                                        .with_producer_id(ProducerId(s.producer_id))
+                                        .with_producer_epoch(i32::from(s.producer_epoch))
+                                        .with_last_sequence(s.last_sequence)
+                                        .with_last_timestamp(s.last_timestamp)
+                                        .with_coordinator_epoch(s.coordinator_epoch)
+                                        .with_current_txn_start_offset(s.current_txn_start_offset)
+                                })
+                                .collect(),
+                        ),
+                    }
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}

@@ -1,0 +1,479 @@
+//! The transaction coordinator's runtime: routes transaction requests into the sans-IO
+//! `TransactionCoordinator`, appends the `__transaction_state` records it asks for, reports
+//! them back once durable (or failed), hands transaction markers to the [`MarkerChannel`],
+//! delivers responses, and drives the coordinator's timers.
+//!
+//! `__transaction_state` is created on the first FindCoordinator for a transactional id (as
+//! Kafka does) with `transaction.state.log.num.partitions` partitions, compacted; on start an
+//! existing one is replayed. The coordinator serves the partitions this broker leads (on one
+//! node: all of them) at their leader epoch as coordinator epoch; `load_partition` /
+//! `unload_partition` are the hooks for leadership changes.
+
+use crate::handlers::{Ctx, Reply};
+use crate::state::BrokerState;
+use crate::txn_markers::MarkerChannel;
+use coordinator::{
+    CoordinatorNode, MarkerAck, RequestContext, TransactionCoordinator, TxnConfig, TxnEnv,
+    TxnOutput,
+};
+use metadata::NewTopic;
+use model::ErrorCode;
+use protocol::{RequestKind, ResponseKind};
+use record::{BatchBuilder, Compression, NewRecord};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+
+pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// Largest decompressed batch accepted when replaying `__transaction_state`.
+const REPLAY_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// The config overrides `__transaction_state` always has (Kafka's): compacted, uncompressed,
+/// `transaction.state.log.segment.bytes` segments.
+fn txn_topic_configs(state: &BrokerState) -> BTreeMap<String, String> {
+    let mut configs = BTreeMap::new();
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert("compression.type".to_string(), "uncompressed".to_string());
+    configs.insert(
+        "segment.bytes".to_string(),
+        state
+            .config
+            .transactions
+            .state_log_segment_bytes
+            .to_string(),
+    );
+    configs
+}
+
+/// What the coordinator asks of the broker: producer ids from the controller's blocks, and
+/// which partitions exist.
+struct Env<'a> {
+    state: &'a BrokerState,
+}
+
+impl TxnEnv for Env<'_> {
+    fn next_producer_id(&mut self) -> Result<i64, ErrorCode> {
+        self.state.metadata.allocate_producer_id().map_err(|e| {
+            tracing::error!(error = %e, "allocating a producer id failed");
+            e.code
+        })
+    }
+
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.state
+            .image()
+            .topic(topic)
+            .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+    }
+}
+
+/// Owns the transaction coordinator, the routes of its pending responses and the marker
+/// channel.
+pub struct Transactions {
+    coordinator: Mutex<TransactionCoordinator>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<ResponseKind>>>,
+    next_token: AtomicU64,
+    wake: Notify,
+    loaded: AtomicBool,
+    load_lock: Mutex<()>,
+    pub markers: Arc<MarkerChannel>,
+}
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transactions").finish()
+    }
+}
+
+impl Transactions {
+    pub fn new(config: &model::BrokerConfig) -> Transactions {
+        Transactions {
+            coordinator: Mutex::new(TransactionCoordinator::new(TxnConfig::from_broker(config))),
+            pending: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            wake: Notify::new(),
+            loaded: AtomicBool::new(false),
+            load_lock: Mutex::new(()),
+            markers: Arc::new(MarkerChannel::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TransactionCoordinator> {
+        self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Uses the actual partition count of `__consumer_offsets` for AddOffsetsToTxn.
+    pub fn set_offsets_topic_partitions(&self, partitions: i32) {
+        self.lock().set_offsets_topic_partitions(partitions);
+    }
+
+    /// Replays `__transaction_state` if it exists (at start), or creates it when `create`.
+    pub fn ensure_loaded(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        create: bool,
+    ) -> Result<(), ErrorCode> {
+        if self.loaded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _guard = self.load_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.loaded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let image = state.image();
+        let topic = match image.topic(TXN_TOPIC) {
+            Some(t) => t.clone(),
+            None if !create => return Ok(()),
+            None => {
+                let settings = &state.config.transactions;
+                // Kafka refuses to create it until enough brokers exist; Moldau caps the
+                // replication factor at the live brokers so a single node works out of the
+                // box.
+                let brokers = image.brokers.len().max(1) as i16;
+                let rf = settings.state_log_replication_factor.min(brokers);
+                if rf < settings.state_log_replication_factor {
+                    tracing::warn!(
+                        configured = settings.state_log_replication_factor,
+                        brokers,
+                        "creating {TXN_TOPIC} with fewer replicas than \
+                         transaction.state.log.replication.factor (not enough brokers)"
+                    );
+                }
+                let created = state.metadata.create_internal_topic(NewTopic {
+                    name: TXN_TOPIC.to_string(),
+                    partitions: settings.state_log_num_partitions,
+                    replication_factor: rf,
+                    configs: txn_topic_configs(state),
+                });
+                let t = match created {
+                    Ok(t) => t,
+                    Err(e) if e.code == ErrorCode::TopicAlreadyExists => state
+                        .image()
+                        .topic(TXN_TOPIC)
+                        .cloned()
+                        .ok_or(ErrorCode::CoordinatorNotAvailable)?,
+                    Err(e) => {
+                        tracing::error!(error = %e, "creating {TXN_TOPIC} failed");
+                        return Err(ErrorCode::CoordinatorNotAvailable);
+                    }
+                };
+                state.reconcile_or_log();
+                tracing::info!(partitions = t.partitions.len(), "created {TXN_TOPIC}");
+                t
+            }
+        };
+        let partitions = topic.partitions.len() as i32;
+        {
+            let mut c = self.lock();
+            c.set_state_log_partitions(partitions);
+        }
+        for (p, pi) in topic.partitions.iter().enumerate() {
+            if pi.leader != state.node_id {
+                continue;
+            }
+            self.load_partition(state, p as i32)?;
+        }
+        self.loaded.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Starts coordinating the transactional ids of `__transaction_state` partition `p`
+    /// (this broker became its leader): replays it, then serves it at the partition's leader
+    /// epoch. Markers of transactions that were preparing go out again.
+    pub fn load_partition(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        p: i32,
+    ) -> Result<(), ErrorCode> {
+        let Some(partition) = state.replicas.get(TXN_TOPIC, p) else {
+            tracing::error!(partition = p, "{TXN_TOPIC} partition is not hosted");
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut c = self.lock();
+        c.begin_loading(p);
+        let mut offset = partition.log.log_start_offset();
+        let end = partition.high_watermark();
+        let mut records = 0u64;
+        while offset < end {
+            let data = match partition.log.read(offset, 1 << 20, end, true) {
+                Ok(r) => r.data,
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "replaying {TXN_TOPIC} failed");
+                    return Err(ErrorCode::CoordinatorLoadInProgress);
+                }
+            };
+            if data.is_empty() {
+                break;
+            }
+            let batches = record::split_batches(&data).map_err(|e| {
+                tracing::error!(partition = p, error = %e, "corrupt batch in {TXN_TOPIC}");
+                ErrorCode::CoordinatorLoadInProgress
+            })?;
+            for batch in batches {
+                let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
+                    .map_err(|e| {
+                        tracing::error!(partition = p, error = %e, "undecodable batch in {TXN_TOPIC}");
+                        ErrorCode::CoordinatorLoadInProgress
+                    })?;
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                for r in iter.flatten() {
+                    let Some(key) = r.key else { continue };
+                    records += 1;
+                    if let Err(e) = c.replay(&key, r.value.as_deref()) {
+                        tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {TXN_TOPIC} record");
+                    }
+                }
+            }
+        }
+        if records > 0 {
+            tracing::info!(partition = p, records, "replayed {TXN_TOPIC} partition");
+        }
+        let now = state.clock.now_ms();
+        let out = c.load_partition(p, partition.leader_epoch(), now);
+        self.process(state, &mut c, out);
+        drop(c);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Stops coordinating partition `p` (leadership moved away): waiting requests get
+    /// NOT_COORDINATOR, queued markers of its transactions are dropped (the new coordinator
+    /// sends them again).
+    pub fn unload_partition(self: &Arc<Self>, state: &Arc<BrokerState>, p: i32) {
+        let mut c = self.lock();
+        let out = c.unload_partition(p);
+        self.process(state, &mut c, out);
+        self.markers.drop_txn_partition(p);
+    }
+
+    /// FindCoordinator for a transactional id: the leader of its `__transaction_state`
+    /// partition (created on first use).
+    pub fn locate(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        key: &str,
+    ) -> Result<CoordinatorNode, ErrorCode> {
+        if key.is_empty() {
+            return Err(ErrorCode::InvalidRequest);
+        }
+        self.ensure_loaded(state, true)?;
+        let p = self.lock().partition_for(key);
+        let image = state.image();
+        let leader = image
+            .topic(TXN_TOPIC)
+            .and_then(|t| t.partitions.get(p as usize))
+            .map(|pi| pi.leader)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let b = image
+            .brokers
+            .get(&leader)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        Ok(CoordinatorNode {
+            node_id: b.node_id,
+            host: b.host.clone(),
+            port: b.port,
+        })
+    }
+
+    /// KIP-890 verification for a local transactional write: Ok when every partition is
+    /// part of the producer's ongoing transaction.
+    pub fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &BTreeSet<(String, i32)>,
+    ) -> Result<(), ErrorCode> {
+        let errors = self
+            .lock()
+            .verify(transactional_id, producer_id, producer_epoch, partitions);
+        match errors.into_values().next() {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// Handles one transaction API request (InitProducerId with a transactional id,
+    /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions).
+    pub fn handle(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        ctx: Ctx,
+        client_id: &str,
+        client_host: &str,
+        body: RequestKind,
+    ) -> Reply {
+        if let Err(e) = self.ensure_loaded(state, false) {
+            tracing::warn!(error = ?e, "transaction state not loaded");
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, tx);
+        let rctx = RequestContext {
+            token,
+            api_version: ctx.version,
+            client_id,
+            client_host,
+        };
+        let now = state.clock.now_ms();
+        {
+            let mut c = self.lock();
+            let mut env = Env { state };
+            let out = match c.handle(&rctx, body, now, &mut env) {
+                Ok(out) => out,
+                Err(other) => {
+                    tracing::error!("not a transaction request: {other:?}");
+                    TxnOutput::default()
+                }
+            };
+            self.process(state, &mut c, out);
+        }
+        self.wake.notify_one();
+        let cancel = state.cancel.clone();
+        Reply::Later(Box::pin(async move {
+            let resp = tokio::select! {
+                r = rx => r,
+                _ = cancel.cancelled() => return None,
+            };
+            match resp {
+                Ok(resp) => ctx.encode(resp),
+                Err(_) => None,
+            }
+        }))
+    }
+
+    /// Carries out an output with the coordinator lock held (so writes reach the log in the
+    /// order they were emitted): routes responses, appends writes (a failed append is
+    /// reported back at once, a successful one once durable), queues markers.
+    fn process(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        c: &mut TransactionCoordinator,
+        out: TxnOutput,
+    ) {
+        let mut queue = VecDeque::from([out]);
+        let mut waits = Vec::new();
+        let mut markers = Vec::new();
+        while let Some(out) = queue.pop_front() {
+            self.route(out.responses);
+            markers.extend(out.markers);
+            for w in out.writes {
+                let now = state.clock.now_ms();
+                let appended = match state.replicas.get(TXN_TOPIC, w.partition) {
+                    None => Err(ErrorCode::NotLeaderOrFollower),
+                    Some(partition) => {
+                        let mut b = BatchBuilder::new(Compression::None);
+                        b.push(NewRecord::new(Some(w.key.clone()), w.value.clone(), now));
+                        match b.build() {
+                            Err(e) => {
+                                tracing::error!(error = %e, "building a {TXN_TOPIC} batch failed");
+                                Err(ErrorCode::UnknownServerError)
+                            }
+                            Ok(batch) => match partition
+                                .log
+                                .append_as_coordinator(batch, partition.leader_epoch())
+                            {
+                                Ok(info) => {
+                                    partition.advance_high_watermark();
+                                    Ok((partition, info.last_offset))
+                                }
+                                Err(e) => {
+                                    tracing::error!(partition = w.partition, error = %e, "writing {TXN_TOPIC} failed");
+                                    Err(e.error_code())
+                                }
+                            },
+                        }
+                    }
+                };
+                match appended {
+                    Ok((partition, offset)) => waits.push((w.id, partition, offset)),
+                    Err(e) => queue.push_back(c.write_complete(w.id, Err(e), now)),
+                }
+            }
+        }
+        if !waits.is_empty() {
+            state.notify_data();
+            let this = self.clone();
+            let st = state.clone();
+            state.tasks.spawn(async move {
+                let mut results = Vec::with_capacity(waits.len());
+                for (id, partition, offset) in waits {
+                    let r = partition.log.wait_durable(offset).await.map_err(|e| {
+                        tracing::error!(partition = %partition.tp, error = %e, "fsync of {TXN_TOPIC} failed");
+                        e.error_code()
+                    });
+                    results.push((id, r));
+                }
+                let mut c = this.lock();
+                for (id, r) in results {
+                    let now = st.clock.now_ms();
+                    let out = c.write_complete(id, r, now);
+                    this.process(&st, &mut c, out);
+                }
+                drop(c);
+                this.wake.notify_one();
+            });
+        }
+        if !markers.is_empty() {
+            self.markers.enqueue(markers);
+        }
+    }
+
+    fn route(&self, responses: Vec<(u64, ResponseKind)>) {
+        if responses.is_empty() {
+            return;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for (token, resp) in responses {
+            if let Some(tx) = pending.remove(&token) {
+                let _ = tx.send(resp);
+            }
+        }
+    }
+
+    /// A marker is written (or its partition is gone): the coordinator may complete the
+    /// transaction.
+    pub fn marker_written(self: &Arc<Self>, state: &Arc<BrokerState>, acks: &[MarkerAck]) {
+        let mut c = self.lock();
+        let now = state.clock.now_ms();
+        for ack in acks {
+            let out = c.marker_written(ack, now);
+            self.process(state, &mut c, out);
+        }
+    }
+
+    /// Whether this broker still coordinates `__transaction_state` partition `p` at
+    /// `coordinator_epoch` (markers of an older epoch are dropped).
+    pub fn coordinates(&self, p: i32, coordinator_epoch: i32) -> bool {
+        self.lock().coordinator_epoch(p) == Some(coordinator_epoch)
+    }
+
+    /// Drives the coordinator's timers (timeouts, expiration, retries) until the broker stops.
+    pub async fn run_timers(self: Arc<Self>, state: Arc<BrokerState>) {
+        loop {
+            let now = state.clock.now_ms();
+            let next = self.lock().next_deadline();
+            let wait_ms = next.map_or(1000, |d| (d - now).clamp(0, 1000));
+            tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
+            }
+            let now = state.clock.now_ms();
+            let mut c = self.lock();
+            if c.next_deadline().is_some_and(|d| d <= now) {
+                let out = c.tick(now);
+                self.process(&state, &mut c, out);
+            }
+        }
+    }
+}

@@ -192,6 +192,9 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
                             })
                             .collect();
                         pd = pd.with_aborted_transactions(Some(aborted));
+                    } else {
+                        // Kafka sends null: read_uncommitted clients have nothing to drop.
+                        pd = pd.with_aborted_transactions(None);
                     }
                     pd = pd.with_records(Some(r.data));
                 }

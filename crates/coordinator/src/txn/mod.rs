@@ -1131,7 +1131,8 @@ impl TransactionCoordinator {
             self.offsets_partition_for(&req.group_id.0),
         );
         let add: BTreeSet<(String, i32)> = [tp].into_iter().collect();
-        match self.prepare_add(&txn_id, req.producer_id.0, req.producer_epoch, &add, now_ms) {
+        let r = self.prepare_add(&txn_id, req.producer_id.0, req.producer_epoch, &add, now_ms);
+        match r {
             Err(e) => out.responses.push((ctx.token, add_offsets_response(v, e))),
             Ok(None) => out
                 .responses

@@ -83,12 +83,15 @@ class MoldauServer:
             return "<no log>"
         return data[-max_bytes:].decode("utf-8", "replace")
 
-    def start(self) -> "MoldauServer":
+    def start(self, port: int | None = None) -> "MoldauServer":
+        """Starts the broker on a free port, or on `port` (a restart that clients should
+        reconnect to transparently, e.g. after `crash()`)."""
         assert not self.alive(), "broker already running"
         if not self.binary.exists():
             pytest.fail(f"moldau binary not found at {self.binary} (set MOLDAU_BIN)", pytrace=False)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [str(self.binary), "server", "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir)]
+        listen = f"127.0.0.1:{port or 0}"
+        args = [str(self.binary), "server", "--listen", listen, "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
         self._log = open(self.log_path, "ab")

@@ -1,0 +1,352 @@
+"""Apache Kafka 4.4's own command-line tools against a real `moldau server`.
+
+Each tool runs as Kafka ships it: its main class on the reference kit's classpath
+(`scripts/reference/kafka class ...`; kafka-topics.sh is org.apache.kafka.tools.TopicCommand in
+4.x, and so on). The tests assert what the tools print, not just their exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+
+import pytest
+
+from conftest import BrokerPool, kafka_class
+
+TOPICS = "org.apache.kafka.tools.TopicCommand"
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
+VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
+API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
+CLUSTER = "org.apache.kafka.tools.ClusterTool"
+
+
+@pytest.fixture(scope="module")
+def mb(request, kit_libs, moldau_bin, tmp_path_factory):
+    """One moldau broker for this module (no initial rebalance delay, as Kafka's dev config)."""
+    pool = BrokerPool(moldau_bin, tmp_path_factory.mktemp("moldau-tools"))
+    server = pool.start("tools", **{"group.initial.rebalance.delay.ms": 0})
+    yield server
+    problems = pool.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def offsets(bootstrap: str, topic: str, *extra: str) -> dict[int, int]:
+    """kafka-get-offsets: {partition: offset}, from its TOPIC:PARTITION:OFFSET lines."""
+    res = kafka_class(GET_OFFSETS, "--bootstrap-server", bootstrap, "--topic", topic, *extra).check()
+    out = {}
+    for line in res.lines:
+        t, p, o = line.rsplit(":", 2)
+        assert t == topic, line
+        out[int(p)] = int(o)
+    return out
+
+
+def produce_lines(bootstrap: str, topic: str, lines: list[str], *props: str) -> None:
+    args = ["--bootstrap-server", bootstrap, "--topic", topic]
+    for p in props:
+        args += ["--property", p]
+    kafka_class(CONSOLE_PRODUCER, *args, input_text="".join(line + "\n" for line in lines)).check()
+
+
+def test_kafka_topics(mb):
+    b = mb.bootstrap
+    topic = name("tools-topics")
+    res = kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "3",
+                      "--replication-factor", "1", "--config", "retention.ms=3600000",
+                      "--config", "cleanup.policy=compact").check()
+    assert res.lines == [f"Created topic {topic}."], res.stdout
+
+    again = kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "1")
+    assert again.returncode != 0
+    assert "already exists" in again.stdout + again.stderr
+
+    listed = kafka_class(TOPICS, "--bootstrap-server", b, "--list").check()
+    assert topic in listed.lines
+
+    desc = kafka_class(TOPICS, "--bootstrap-server", b, "--describe", "--topic", topic).check()
+    head = desc.lines[0]
+    assert f"Topic: {topic}" in head and "PartitionCount: 3" in head and "ReplicationFactor: 1" in head, head
+    assert re.search(r"TopicId: \S{22}", head), head
+    assert "cleanup.policy=compact" in head and "retention.ms=3600000" in head, head
+    parts = [line for line in desc.lines[1:] if "Partition:" in line]
+    assert len(parts) == 3, desc.stdout
+    for i, line in enumerate(parts):
+        assert re.search(rf"Partition: {i}\s+Leader: 1\s+Replicas: 1\s+Isr: 1\b", line), line
+
+    kafka_class(TOPICS, "--bootstrap-server", b, "--alter", "--topic", topic, "--partitions", "5").check()
+    desc = kafka_class(TOPICS, "--bootstrap-server", b, "--describe", "--topic", topic).check()
+    assert "PartitionCount: 5" in desc.lines[0], desc.stdout
+
+    shrink = kafka_class(TOPICS, "--bootstrap-server", b, "--alter", "--topic", topic, "--partitions", "2")
+    assert shrink.returncode != 0
+    assert "InvalidPartitionsException" in shrink.stdout + shrink.stderr or "can only be increased" in shrink.stdout + shrink.stderr
+
+    kafka_class(TOPICS, "--bootstrap-server", b, "--delete", "--topic", topic).check()
+    deadline = time.monotonic() + 30
+    while topic in kafka_class(TOPICS, "--bootstrap-server", b, "--list").check().lines:
+        assert time.monotonic() < deadline, "topic still listed after delete"
+        time.sleep(0.5)
+
+
+def test_kafka_configs(mb):
+    b = mb.bootstrap
+    topic = name("tools-configs")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "1").check()
+    alter = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                        "--alter", "--add-config", "retention.ms=1000,max.message.bytes=65536").check()
+    assert f"Completed updating config for topic {topic}." in alter.stdout, alter.stdout
+
+    desc = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                       "--describe").check()
+    assert f"Dynamic configs for topic {topic} are:" in desc.lines[0], desc.stdout
+    body = "\n".join(desc.lines[1:])
+    assert "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000" in body, body
+    assert "max.message.bytes=65536 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=65536" in body, body
+
+    kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                "--alter", "--delete-config", "retention.ms").check()
+    desc = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                       "--describe").check()
+    assert "retention.ms=" not in desc.stdout and "max.message.bytes=65536" in desc.stdout, desc.stdout
+
+    # --all lists every topic config with its effective value.
+    everything = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                             "--describe", "--all").check()
+    assert f"All configs for topic {topic} are:" in everything.lines[0], everything.stdout
+    assert any(line.strip().startswith("retention.ms=604800000 ") for line in everything.lines), everything.stdout
+    assert any(line.strip().startswith("segment.bytes=1073741824 ") for line in everything.lines), everything.stdout
+
+    bad = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", topic,
+                      "--alter", "--add-config", "retention.ms=soon")
+    assert bad.returncode != 0
+    assert "InvalidConfigurationException" in bad.stdout + bad.stderr or "Invalid value" in bad.stdout + bad.stderr
+
+    brokers = kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "brokers", "--entity-name", "1",
+                          "--describe", "--all").check()
+    assert "All configs for broker 1 are:" in brokers.lines[0], brokers.stdout
+    assert any(line.strip().startswith("num.partitions=") for line in brokers.lines), brokers.stdout
+
+
+def test_console_producer_and_consumer(mb):
+    b = mb.bootstrap
+    topic = name("tools-console")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").check()
+    lines = [f"key{i % 4}:value {i}" for i in range(20)]
+    produce_lines(b, topic, lines, "parse.key=true", "key.separator=:", "parse.headers=false")
+    assert sum(offsets(b, topic).values()) == 20
+
+    out = kafka_class(CONSOLE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--from-beginning",
+                      "--max-messages", "20", "--timeout-ms", "30000", "--group", f"{topic}-g",
+                      "--property", "print.key=true", "--property", "key.separator=|",
+                      "--property", "print.partition=true", "--property", "print.offset=true").check()
+    got = [line for line in out.lines if "|" in line]
+    assert len(got) == 20, out.stdout
+    by_key: dict[str, list[str]] = {}
+    for line in got:
+        # The key separator separates every printed field: Partition:P|Offset:O|key|value
+        m = re.fullmatch(r"Partition:(\d+)\|Offset:(\d+)\|(key\d)\|(value \d+)", line)
+        assert m, line
+        by_key.setdefault(m.group(3), []).append((int(m.group(1)), m.group(4)))
+    for key, recs in by_key.items():
+        assert len({p for p, _ in recs}) == 1, f"{key} spread over partitions: {recs}"
+        want = [f"value {i}" for i in range(20) if f"key{i % 4}" == key]
+        assert [v for _, v in recs] == want, (key, recs)
+    assert "Processed a total of 20 messages" in out.stderr, out.stderr
+
+    # The group committed its position: the same group sees nothing more.
+    again = kafka_class(CONSOLE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", f"{topic}-g",
+                        "--timeout-ms", "5000")
+    assert "Processed a total of 0 messages" in again.stderr, again.stderr
+
+
+def test_consumer_groups(mb):
+    b = mb.bootstrap
+    topic = name("tools-groups")
+    group = f"{topic}-g"
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").check()
+    produce_lines(b, topic, [f"v{i}" for i in range(10)])
+    ends = offsets(b, topic)
+    assert sum(ends.values()) == 10
+    kafka_class(CONSOLE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", group,
+                "--from-beginning", "--max-messages", "10", "--timeout-ms", "30000").check()
+
+    listed = kafka_class(GROUPS, "--bootstrap-server", b, "--list").check()
+    assert group in listed.lines
+
+    def describe(*extra):
+        res = kafka_class(GROUPS, "--bootstrap-server", b, "--describe", "--group", group, *extra).check()
+        rows = [line.split() for line in res.lines]
+        header = next(r for r in rows if r and r[0] == "GROUP")
+        return header, [dict(zip(header, r)) for r in rows if r and r[0] == group]
+
+    header, rows = describe()
+    assert header[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"], header
+    assert sorted(int(r["PARTITION"]) for r in rows) == [0, 1]
+    for r in rows:
+        assert int(r["CURRENT-OFFSET"]) == int(r["LOG-END-OFFSET"]) == ends[int(r["PARTITION"])], r
+        assert r["LAG"] == "0", r
+
+    _, state = describe("--state")
+    assert state and state[0]["STATE"] == "Empty", state
+
+    # Reset to the earliest offsets: dry run first (nothing changes), then --execute.
+    dry = kafka_class(GROUPS, "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", topic,
+                      "--to-earliest", "--dry-run").check()
+    assert "NEW-OFFSET" in dry.stdout, dry.stdout
+    _, rows = describe()
+    assert all(r["LAG"] == "0" for r in rows), rows
+    kafka_class(GROUPS, "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", topic,
+                "--to-earliest", "--execute").check()
+    _, rows = describe()
+    for r in rows:
+        assert r["CURRENT-OFFSET"] == "0" and int(r["LAG"]) == ends[int(r["PARTITION"])], r
+
+    # Per partition: --to-offset on the fuller partition, --shift-by on the other (the tool
+    # clamps a target past the log end to the log end, as it should).
+    big = max(ends, key=ends.get)
+    other = 1 - big
+    kafka_class(GROUPS, "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", f"{topic}:{big}",
+                "--to-offset", "3", "--execute").check()
+    kafka_class(GROUPS, "--bootstrap-server", b, "--reset-offsets", "--group", group, "--topic", f"{topic}:{other}",
+                "--shift-by", "2", "--execute").check()
+    _, rows = describe()
+    current = {int(r["PARTITION"]): int(r["CURRENT-OFFSET"]) for r in rows}
+    assert current == {big: 3, other: min(2, ends[other])}, rows
+
+    deleted = kafka_class(GROUPS, "--bootstrap-server", b, "--delete-offsets", "--group", group,
+                          "--topic", f"{topic}:{other}").check()
+    assert re.search(rf"{re.escape(topic)}\s+{other}\s+Successful", deleted.stdout), deleted.stdout
+    _, rows = describe()
+    current = {int(r["PARTITION"]): r["CURRENT-OFFSET"] for r in rows}
+    assert current.get(big) == "3" and current.get(other, "-") == "-", rows
+
+    gone = kafka_class(GROUPS, "--bootstrap-server", b, "--delete", "--group", group).check()
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in gone.stdout, gone.stdout
+    assert group not in kafka_class(GROUPS, "--bootstrap-server", b, "--list").check().lines
+    missing = kafka_class(GROUPS, "--bootstrap-server", b, "--describe", "--group", group)
+    assert "does not exist" in missing.stdout + missing.stderr, missing.stdout + missing.stderr
+
+
+def test_get_offsets_and_delete_records(mb, tmp_path):
+    b = mb.bootstrap
+    topic = name("tools-offsets")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").check()
+    produce_lines(b, topic, [f"v{i}" for i in range(10)], "parse.key=false")
+    latest = offsets(b, topic)
+    assert sum(latest.values()) == 10 and set(latest) == {0, 1}
+    assert offsets(b, topic, "--time", "-2") == {0: 0, 1: 0}
+    assert offsets(b, topic, "--time", "latest") == latest
+
+    target = max(latest, key=latest.get)
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": target, "offset": 3}]}))
+    res = kafka_class(DELETE_RECORDS, "--bootstrap-server", b, "--offset-json-file", str(spec)).check()
+    assert re.search(rf"partition: {re.escape(topic)}-{target}\s+low_watermark: 3", res.stdout), res.stdout
+    assert offsets(b, topic, "--time", "-2")[target] == 3
+    assert offsets(b, topic)[target] == latest[target]
+
+
+def test_log_dirs(mb):
+    b = mb.bootstrap
+    topic = name("tools-logdirs")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").check()
+    produce_lines(b, topic, ["x" * 500] * 4)
+    res = kafka_class(LOG_DIRS, "--bootstrap-server", b, "--describe", "--topic-list", topic).check()
+    doc = json.loads(next(line for line in res.lines if line.startswith("{")))
+    (broker,) = doc["brokers"]
+    assert broker["broker"] == 1
+    (log_dir,) = broker["logDirs"]
+    assert log_dir["error"] is None, log_dir
+    parts = {p["partition"]: p for p in log_dir["partitions"]}
+    assert set(parts) == {f"{topic}-0", f"{topic}-1"}, parts
+    assert sum(p["size"] for p in parts.values()) > 2000, parts
+    assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in parts.values()), parts
+
+
+def test_producer_and_consumer_perf(mb):
+    b = mb.bootstrap
+    topic = name("tools-perf")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2").check()
+    n = 20000
+    res = kafka_class(PRODUCER_PERF, "--topic", topic, "--num-records", str(n), "--record-size", "100",
+                      "--throughput", "-1", "--producer-props", f"bootstrap.servers={b}", "acks=all",
+                      "linger.ms=5", timeout=300, env={"MOLDAU_REF_JAVA_OPTS": ""}).check()
+    final = res.lines[-1]
+    m = re.match(r"(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency, "
+                 r"\d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.", final)
+    assert m, res.stdout
+    assert int(m.group(1)) == n
+    assert sum(offsets(b, topic).values()) == n
+
+    res = kafka_class(CONSUMER_PERF, "--bootstrap-server", b, "--topic", topic, "--num-records", str(n),
+                      "--timeout", "60000", timeout=300, env={"MOLDAU_REF_JAVA_OPTS": ""}).check()
+    header, row = res.lines[-2], res.lines[-1]
+    cols = dict(zip([c.strip() for c in header.split(",")], [v.strip() for v in row.split(",")]))
+    assert int(cols["data.consumed.in.nMsg"]) == n, res.stdout
+    assert abs(float(cols["data.consumed.in.MB"]) - n * 100 / 1024 / 1024) < 0.01, cols
+
+
+def test_verifiable_producer_and_consumer(mb):
+    """The tools Kafka's own system tests use to check delivery: every acked record is consumed."""
+    b = mb.bootstrap
+    topic = name("tools-verifiable")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "3").check()
+    n = 1000
+    prod = kafka_class(VERIFIABLE_PRODUCER, "--bootstrap-server", b, "--topic", topic, "--max-messages", str(n),
+                       "--acks", "-1", timeout=300).check()
+    events = [json.loads(line) for line in prod.lines if line.startswith("{")]
+    kinds = [e["name"] for e in events]
+    assert kinds[0] == "startup_complete" and "shutdown_complete" in kinds, kinds[:3]
+    acked = [e for e in events if e["name"] == "producer_send_success"]
+    assert not [e for e in events if e["name"] == "producer_send_error"], prod.stdout[:2000]
+    assert len(acked) == n
+    seen = {(e["partition"], e["offset"]) for e in acked}
+    assert len(seen) == n, "duplicate (partition, offset) acknowledged"
+    tool_data = next(e for e in events if e["name"] == "tool_data")
+    assert tool_data["sent"] == n and tool_data["acked"] == n, tool_data
+
+    cons = kafka_class(VERIFIABLE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group-id", f"{topic}-g",
+                       "--max-messages", str(n), "--reset-policy", "earliest", "--verbose", timeout=300).check()
+    events = [json.loads(line) for line in cons.lines if line.startswith("{")]
+    consumed = set()
+    for e in events:
+        if e["name"] == "record_data":
+            consumed.add((e["partition"], e["offset"]))
+    assert consumed == seen, f"consumed {len(consumed)} of {n} acknowledged records"
+    commits = [e for e in events if e["name"] == "offsets_committed"]
+    assert commits and all(c["success"] for c in commits), commits[-3:]
+    last = {}
+    for c in commits:
+        for o in c["offsets"]:
+            last[o["partition"]] = o["offset"]
+    ends = offsets(b, topic)
+    assert last == {p: o for p, o in ends.items() if o > 0}, (last, ends)
+    assert any(e["name"] == "partitions_assigned" for e in events)
+    assert "shutdown_complete" in [e["name"] for e in events], events[-3:]
+
+
+def test_broker_api_versions_and_cluster_id(mb):
+    b = mb.bootstrap
+    res = kafka_class(API_VERSIONS, "--bootstrap-server", b).check()
+    assert re.search(r"127\.0\.0\.1:\d+ \(id: 1 rack: null", res.stdout), res.stdout
+    assert re.search(r"Produce\(0\): 3 to \d+ \[usable: \d+\]", res.stdout), res.stdout
+    assert re.search(r"Fetch\(1\): 4 to \d+ \[usable: \d+\]", res.stdout), res.stdout
+    cid = kafka_class(CLUSTER, "cluster-id", "--bootstrap-server", b).check()
+    assert re.fullmatch(r"Cluster ID: \S+", cid.lines[-1]), cid.stdout

@@ -93,7 +93,7 @@ def wait_until(what: str, timeout: float, cond, proc: JavaProcess | None = None)
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})\n{tail}", pytrace=False)
 
 
-def rest(url: str, method: str = "GET", body: dict | None = None, timeout: float = 30):
+def rest(url: str, method: str = "GET", body: dict | None = None, timeout: float = 120):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -189,7 +189,9 @@ def test_connect_distributed_file_source_and_sink(two_brokers, tmp_path):
 
     proc = JavaProcess("org.apache.kafka.connect.cli.ConnectDistributed", worker, tmp_path / "connect-1.log").start()
     try:
-        wait_until("Connect REST", 180, lambda: rest(url + "/")[0] == 200, proc)
+        # /health answers 200 once the worker has joined its group and read the config topic
+        # (503 while starting), so the POSTs below are not stuck behind the startup.
+        wait_until("Connect ready", 240, lambda: rest(url + "/health")[0] == 200, proc)
         plugins = [p["class"] for p in rest(url + "/connector-plugins")[1]]
         assert "org.apache.kafka.connect.file.FileStreamSourceConnector" in plugins, plugins
         status, _ = rest(url + "/connectors", "POST", {"name": "file-source", "config": {
@@ -228,7 +230,7 @@ def test_connect_distributed_file_source_and_sink(two_brokers, tmp_path):
         f.write("".join(line + "\n" for line in second))
     proc = JavaProcess("org.apache.kafka.connect.cli.ConnectDistributed", worker, tmp_path / "connect-2.log").start()
     try:
-        wait_until("Connect REST after restart", 180, lambda: rest(url + "/")[0] == 200, proc)
+        wait_until("Connect ready after restart", 240, lambda: rest(url + "/health")[0] == 200, proc)
         wait_until("the connectors to come back from the config topic", 120,
                    lambda: sorted(rest(url + "/connectors")[1]) == ["file-sink", "file-source"], proc)
         wait_until("the sink file to hold the new lines", 180,

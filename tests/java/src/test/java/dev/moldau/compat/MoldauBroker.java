@@ -77,6 +77,9 @@ public final class MoldauBroker implements AutoCloseable {
         pb.environment().putIfAbsent("RUST_BACKTRACE", "1");
         log.close();
         proc = pb.start();
+        // A test JVM that dies (or is killed) must not leave its broker running.
+        Process started = proc;
+        Runtime.getRuntime().addShutdownHook(new Thread(started::destroyForcibly, "moldau-reaper-" + started.pid()));
         BufferedReader out = new BufferedReader(new InputStreamReader(proc.getInputStream(), StandardCharsets.UTF_8));
         String first = out.readLine();
         Matcher m = first == null ? null : LISTEN.matcher(first);

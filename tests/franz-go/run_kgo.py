@@ -17,8 +17,15 @@ Tests of features a broker does not advertise yet are not run against it (and ar
 transactional ETL (TestTxnEtl) needs EndTxn; running it against a broker without transactions
 only hangs until the suite's timeout and takes every parallel test's result with it.
 
-Exit status: 0 when every test that ran against Moldau passed (Kafka's failures are reported,
-not fatal: they are the suite's or the machine's, not Moldau's); 1 otherwise; 3 when Go is missing.
+A test that fails against Moldau in the full (parallel) run is run again alone once: if it passes
+then, it is reported as FLAKY with its first failure's output (the machine is shared and loaded;
+the report keeps the evidence). KNOWN_FAILURES lists the differences from Kafka that are
+understood and recorded in COMPATIBILITY.md: they are reported, not fatal, and a known failure
+that passes fails the run until it is taken off the list.
+
+Exit status: 0 when every test that ran against Moldau passed, passed on its retry, or is a known
+failure (Kafka's failures are reported, not fatal: they are the suite's or the machine's, not
+Moldau's); 1 otherwise; 3 when Go is missing.
 Options: --summary FILE writes the results as JSON; --only moldau|kafka runs one side.
 """
 
@@ -44,6 +51,12 @@ REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / "scripts" / "reference" / "kafka"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moldau"
 SUITE_TIMEOUT = "8m"
+
+# Known differences from Kafka, each with its reason (also in COMPATIBILITY.md).
+KNOWN_FAILURES = {
+    "Test848RegexBrokerResolves": "KIP-848 server-side regex subscription: Kafka assigns an internal topic the regex "
+                                  "names (__consumer_offsets); Moldau does not ('__consumer_offsets is not assigned')",
+}
 
 # api key -> (what needs it, tests that need it)
 FEATURE_GATES = {
@@ -147,7 +160,7 @@ class Kafka:
         return subprocess.run([str(KIT), "stop", str(self.dir)], timeout=120).returncode
 
 
-def run_suite(binary: Path, bootstrap: str, skip: list[str], records: int) -> dict:
+def run_suite(binary: Path, bootstrap: str, skip: list[str], records: int, only: str | None = None) -> dict:
     """Runs the kgo suite against `bootstrap` through test2json; per-test results and outputs."""
     env = go_env()
     env.update(KGO_SEEDS=bootstrap, KGO_TEST_RF="1", KGO_TEST_RECORDS=str(records), KGO_LOG_LEVEL="none")
@@ -155,6 +168,8 @@ def run_suite(binary: Path, bootstrap: str, skip: list[str], records: int) -> di
             "-test.count=1"]
     if skip:
         args += ["-test.skip", "^(" + "|".join(skip) + ")$"]
+    if only:
+        args += ["-test.run", f"^{only}$"]
     started = time.monotonic()
     proc = subprocess.run(args, env=env, cwd=binary.parent / "src" / "pkg" / "kgo", capture_output=True, text=True,
                           timeout=900)
@@ -192,13 +207,28 @@ def run_suite(binary: Path, bootstrap: str, skip: list[str], records: int) -> di
     }
 
 
+def retry_failures(binary: Path, bootstrap: str, res: dict, records: int) -> None:
+    """Runs each failed test (not a known failure) alone once; a pass there marks it flaky."""
+    res["flaky"] = {}
+    for test in [t for t in res["failed"] if t not in KNOWN_FAILURES and not t.startswith("moldau ")]:
+        again = run_suite(binary, bootstrap, [], records, only=test)
+        if test in again["passed"]:
+            res["flaky"][test] = res["failed"].pop(test)
+            res["passed"].append(test)
+
+
 def report(name: str, res: dict) -> None:
     log(f"{name}: {len(res['passed'])} passed, {len(res['failed'])} failed, {len(res['skipped'])} skipped "
         f"by the suite, {len(res['not_run'])} not run, in {res['seconds']}s")
     if res["skipped"]:
         log(f"{name}: skipped by the suite itself: {', '.join(res['skipped'])}")
     for test, lines in res["failed"].items():
-        log(f"{name}: FAIL {test}")
+        known = KNOWN_FAILURES.get(test) if name == "moldau" else None
+        log(f"{name}: FAIL {test}" + (f" (known: {known})" if known else ""))
+        for line in lines:
+            print(f"    {line}")
+    for test, lines in res.get("flaky", {}).items():
+        log(f"{name}: FLAKY {test}: failed in the full run, passed alone; first failure:")
         for line in lines:
             print(f"    {line}")
 
@@ -230,6 +260,7 @@ def main() -> int:
                         log(f"moldau: not running {', '.join(tests)}: the broker does not advertise {what}")
                         skip += tests
                 summary["moldau"] = run_suite(binary, m.bootstrap, skip, opts.records)
+                retry_failures(binary, m.bootstrap, summary["moldau"], opts.records)
             finally:
                 code = m.stop()
             if code != 0:
@@ -246,8 +277,13 @@ def main() -> int:
     if opts.summary:
         opts.summary.write_text(json.dumps(summary, indent=2))
     m = summary.get("moldau")
-    if m is not None and (m["failed"] or not m["passed"]):
-        return 1
+    if m is not None:
+        unexpected = [t for t in m["failed"] if t not in KNOWN_FAILURES]
+        fixed = [t for t in KNOWN_FAILURES if t in m["passed"]]
+        for t in fixed:
+            log(f"moldau: known failure {t} now passes: take it off KNOWN_FAILURES (and COMPATIBILITY.md)")
+        if unexpected or fixed or not m["passed"]:
+            return 1
     k = summary.get("kafka")
     if k is not None and not k["passed"]:
         log("kafka: no test passed: the harness is broken")

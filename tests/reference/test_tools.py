@@ -350,3 +350,32 @@ def test_broker_api_versions_and_cluster_id(mb):
     assert re.search(r"Fetch\(1\): 4 to \d+ \[usable: \d+\]", res.stdout), res.stdout
     cid = kafka_class(CLUSTER, "cluster-id", "--bootstrap-server", b).check()
     assert re.fullmatch(r"Cluster ID: \S+", cid.lines[-1]), cid.stdout
+
+
+def advertises(server, api_key: int) -> bool:
+    import kwire
+
+    with kwire.connect(server.address) as sock:
+        return kwire.api_versions(sock).range_of(api_key) is not None
+
+
+def test_kafka_metadata_quorum(mb):
+    """kafka-metadata-quorum describe --status: runs once the broker advertises DescribeQuorum."""
+    if not advertises(mb, 55):
+        pytest.skip("DescribeQuorum (55) not advertised yet (controller quorum, issue 9)")
+    res = kafka_class("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", mb.bootstrap,
+                      "describe", "--status").check()
+    fields = dict(line.split(":", 1) for line in res.lines if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    assert fields.get("ClusterId"), res.stdout
+    assert fields.get("LeaderId") == "1", res.stdout
+    assert "CurrentVoters" in fields, res.stdout
+
+
+def test_kafka_transactions_tool(mb):
+    """kafka-transactions list: runs once the broker advertises ListTransactions."""
+    if not advertises(mb, 66):
+        pytest.skip("ListTransactions (66) not advertised yet (transactions, issue 11)")
+    res = kafka_class("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", mb.bootstrap,
+                      "list").check()
+    assert res.lines and res.lines[0].split()[:2] == ["TransactionalId", "Coordinator"], res.stdout

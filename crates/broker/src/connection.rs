@@ -3,14 +3,23 @@
 //! Each connection has a reader and a writer task. The reader decodes a request and runs the
 //! handler's synchronous part at once (so appends from one connection happen in the order
 //! sent), and queues the handler's reply; the writer awaits the queued replies in order and
-//! writes them. The queue is bounded by `queued.max.requests`, so a client that pipelines
-//! without reading responses stops being read.
+//! writes them (Fetch record bytes as their own chunks, by vectored writes).
+//!
+//! Memory is bounded three ways. A frame's bytes are reserved from the broker-wide request
+//! budget (`queued.max.request.bytes`) after its size prefix is read and before its body is,
+//! and given back once its handler has run: when the budget is spent, connections stop being
+//! read (TCP back-pressure) instead of allocating. Before reading the next request, the reader
+//! waits while the connection's unwritten responses exceed `queued.max.response.bytes`, so a
+//! client that pipelines requests without reading responses stops being served. And the
+//! queue of replies is bounded by `queued.max.requests`.
 
 use crate::handlers::{self, Reply};
+use crate::memory::ResponseBytes;
 use crate::state::BrokerState;
 use bytes::Bytes;
 use protocol::frame::{FrameError, FrameReader};
 use protocol::{ApiKey, RequestError};
+use std::io::IoSlice;
 use std::sync::Arc;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
@@ -74,15 +83,24 @@ async fn serve(
     let client_host = format!("/{}", peer.ip());
     let (mut read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Reply>(state.config.queued_max_requests.max(1) as usize);
-    let writer = tasks.spawn(write_replies(write_half, rx));
+    let responses = Arc::new(ResponseBytes::default());
+    let writer = tasks.spawn(write_replies(write_half, rx, responses.clone()));
     let mut frames = FrameReader::new(state.config.socket_request_max_bytes.max(0) as usize);
     let idle = std::time::Duration::from_millis(state.config.connections_max_idle_ms.max(1) as u64);
+    let response_bound = state.config.queued_max_response_bytes.max(0) as usize;
+    let budget = state.request_budget.clone();
+    let budget_total = state.request_budget_bytes;
     loop {
-        // FrameReader::next keeps partial frames in its own buffer, so dropping it (on
-        // cancellation or the idle timeout) loses nothing that matters: we close anyway.
-        let frame = tokio::select! {
+        // A client that does not read its responses is not served (nor read) further.
+        tokio::select! {
             _ = cancel.cancelled() => break,
-            f = tokio::time::timeout(idle, frames.next(&mut read_half)) => match f {
+            _ = responses.wait_at_most(response_bound) => {}
+        }
+        // next_size keeps partial prefixes in its own buffer, so dropping it (on cancellation
+        // or the idle timeout) loses nothing that matters: we close anyway.
+        let size = tokio::select! {
+            _ = cancel.cancelled() => break,
+            f = tokio::time::timeout(idle, frames.next_size(&mut read_half)) => match f {
                 Ok(f) => f,
                 Err(_) => {
                     tracing::debug!("closing idle connection");
@@ -90,8 +108,8 @@ async fn serve(
                 }
             },
         };
-        let frame = match frame {
-            Ok(Some(f)) => f,
+        let size = match size {
+            Ok(Some(size)) => size,
             Ok(None) => break,
             Err(FrameError::BadSize { size, max }) => {
                 tracing::info!(size, max, "closing connection: request size outside limits");
@@ -101,6 +119,30 @@ async fn serve(
                 tracing::debug!(error = %e, "closing connection");
                 break;
             }
+        };
+        // Reserve the frame's bytes before reading (and allocating for) its body. The
+        // budget is never below socket.request.max.bytes, so this can always be granted.
+        let permits = size.clamp(1, budget_total) as u32;
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => break,
+            p = budget.clone().acquire_many_owned(permits) => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let frame = tokio::select! {
+            _ = cancel.cancelled() => break,
+            f = tokio::time::timeout(idle, frames.next_body(&mut read_half)) => match f {
+                Ok(Ok(f)) => f,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "closing connection");
+                    break;
+                }
+                Err(_) => {
+                    tracing::debug!("closing connection idle in the middle of a request");
+                    break;
+                }
+            },
         };
         let reply = match protocol::decode_request(frame) {
             Ok(req) => handlers::dispatch(&state, req, &client_host),
@@ -120,8 +162,13 @@ async fn serve(
                 break;
             }
         };
-        if matches!(reply, Reply::None) {
-            continue;
+        // The request's bytes are gone once its handler has run.
+        drop(permit);
+        match &reply {
+            Reply::None => continue,
+            Reply::Ready(b) => responses.add(b.len()),
+            Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
+            Reply::Later(_) | Reply::LaterChunks(_) => {}
         }
         if tx.send(reply).await.is_err() {
             break;
@@ -131,20 +178,53 @@ async fn serve(
     let _ = writer.await;
 }
 
-async fn write_replies(write_half: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<Reply>) {
+/// Writes `chunks` in order with vectored writes (record bytes are never copied into one
+/// frame).
+async fn write_chunks(
+    out: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    chunks: &[Bytes],
+) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = out.write_vectored(rest).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
+}
+
+async fn write_replies(
+    write_half: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Reply>,
+    responses: Arc<ResponseBytes>,
+) {
     let mut out = BufWriter::with_capacity(64 * 1024, write_half);
     while let Some(reply) = rx.recv().await {
-        let bytes: Option<Bytes> = match reply {
-            Reply::Ready(b) => Some(b),
-            Reply::Later(fut) => fut.await,
+        // Bytes counted by the reader when it queued them, or here once a delayed reply is
+        // ready; given back once written.
+        let chunks: Option<(Vec<Bytes>, bool)> = match reply {
+            Reply::Ready(b) => Some((vec![b], true)),
+            Reply::Chunks(c) => Some((c, true)),
+            Reply::Later(fut) => fut.await.map(|b| (vec![b], false)),
+            Reply::LaterChunks(fut) => fut.await.map(|c| (c, false)),
             Reply::None => None,
         };
-        let Some(bytes) = bytes else {
+        let Some((chunks, counted)) = chunks else {
             // A handler could not encode its response (a bug, logged there): the client
             // would wait forever for this correlation id, so close the connection.
             break;
         };
-        if out.write_all(&bytes).await.is_err() {
+        let n: usize = chunks.iter().map(Bytes::len).sum();
+        if !counted {
+            responses.add(n);
+        }
+        let written = write_chunks(&mut out, &chunks).await;
+        drop(chunks);
+        responses.remove(n);
+        if written.is_err() {
             return;
         }
         if rx.is_empty() && out.flush().await.is_err() {

@@ -8,6 +8,7 @@ mod connection;
 mod groups;
 mod handlers;
 mod log_dirs;
+mod memory;
 mod replica;
 mod state;
 mod txn;

@@ -43,6 +43,10 @@ pub struct BrokerState {
     reconcile_lock: std::sync::Mutex<()>,
     /// The data directory's recovery-point checkpoint (see `log_dirs`).
     pub recovery_points: RecoveryPoints,
+    /// The broker-wide budget of request bytes (`queued.max.request.bytes`): a permit per
+    /// byte of every frame being read or handled (see `connection`).
+    pub request_budget: Arc<tokio::sync::Semaphore>,
+    pub request_budget_bytes: usize,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -71,8 +75,15 @@ impl BrokerState {
             .with_max_broker_partitions(i64::from(config.max_broker_partitions));
         metadata.register(config.cluster_id.clone(), host, port)?;
         let recovery_points = RecoveryPoints::load(&data_dir);
+        let request_budget_bytes = crate::memory::request_budget_bytes(&config);
+        tracing::info!(
+            queued_max_request_bytes = request_budget_bytes,
+            "broker-wide request budget"
+        );
         let state = Arc::new(BrokerState {
             recovery_points,
+            request_budget: Arc::new(tokio::sync::Semaphore::new(request_budget_bytes)),
+            request_budget_bytes,
             node_id: config.node_id,
             host: host.to_string(),
             port,

@@ -341,6 +341,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "in-flight requests per connection",
     ),
     broker(
+        "queued.max.request.bytes",
+        "-1",
+        ConfigType::Long,
+        "bytes of requests being read or handled at once, broker-wide; when spent the broker stops reading sockets (-1: an eighth of the memory, at least socket.request.max.bytes)",
+    ),
+    broker(
+        "queued.max.response.bytes",
+        "16777216",
+        ConfigType::Long,
+        "unwritten response bytes per connection past which its next request waits (Moldau)",
+    ),
+    broker(
         "log.retention.check.interval.ms",
         "300000",
         ConfigType::Long,
@@ -713,6 +725,12 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: caps every Fetch response.
     pub fetch_max_bytes: usize,
     pub queued_max_requests: i32,
+    /// `queued.max.request.bytes`: the broker-wide budget of request bytes; -1 = derived from
+    /// the machine's memory by the broker.
+    pub queued_max_request_bytes: i64,
+    /// `queued.max.response.bytes`: per connection, unwritten response bytes past which the
+    /// next request waits.
+    pub queued_max_response_bytes: i64,
     pub log_retention_check_interval_ms: i64,
     pub log_cleaner_backoff_ms: i64,
     pub log_flush_scheduler_interval_ms: i64,
@@ -948,6 +966,8 @@ impl BrokerConfig {
             fetch_max_bytes: int("fetch.max.bytes", 1024)? as usize,
             connections_max_idle_ms: long("connections.max.idle.ms", 1)?,
             queued_max_requests: int("queued.max.requests", 1)?,
+            queued_max_request_bytes: long("queued.max.request.bytes", -1)?,
+            queued_max_response_bytes: long("queued.max.response.bytes", 0)?,
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
             log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,

@@ -1,12 +1,14 @@
 //! Frame codec: a 4-byte big-endian size prefix, then that many bytes. The size is checked
-//! against the limit before any memory is reserved for the frame.
+//! against the limit before any memory is reserved for the frame, and the caller can reserve
+//! the frame's bytes from a budget between reading the size and reading the body
+//! ([`FrameReader::next_size`], then [`FrameReader::next_body`]).
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// Most bytes reserved ahead of data actually received, so a client that announces a large
-/// frame and then stalls can't make us hold the whole frame's memory.
-const RESERVE_AHEAD_BYTES_MAX: usize = 256 * 1024;
+/// Bytes read from the socket per read while looking for a size prefix (pipelined small
+/// requests are picked up together).
+const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -18,46 +20,38 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads frames from one connection, keeping leftover bytes between calls.
+/// Reads frames from one connection, keeping leftover bytes between calls. Between frames it
+/// holds at most one read chunk; a frame's body gets a buffer of exactly its size, filled as
+/// bytes arrive and handed out whole, so nothing of a finished frame stays behind.
 #[derive(Debug)]
 pub struct FrameReader {
     buf: BytesMut,
     frame_bytes_max: usize,
+    /// The size of the frame whose body is next, once its prefix has been read.
+    pending: Option<usize>,
 }
 
 impl FrameReader {
     pub fn new(frame_bytes_max: usize) -> FrameReader {
         FrameReader {
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::new(),
             frame_bytes_max,
+            pending: None,
         }
     }
 
-    /// The next frame (without its prefix), or None on a clean close between frames.
-    /// Not cancel-safe with respect to partially read frames only in that the bytes stay
-    /// buffered; calling it again resumes.
-    pub async fn next<R: AsyncRead + Unpin>(
+    /// Waits for the next frame's size prefix (checked against the limit) and returns the
+    /// size; None on a clean close between frames. Cancel-safe: bytes read stay buffered.
+    pub async fn next_size<R: AsyncRead + Unpin>(
         &mut self,
         reader: &mut R,
-    ) -> Result<Option<Bytes>, FrameError> {
-        loop {
-            if self.buf.len() >= 4 {
-                let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-                if size < 0 || size as usize > self.frame_bytes_max {
-                    return Err(FrameError::BadSize {
-                        size: size as i64,
-                        max: self.frame_bytes_max,
-                    });
-                }
-                let size = size as usize;
-                if self.buf.len() >= 4 + size {
-                    self.buf.advance(4);
-                    return Ok(Some(self.buf.split_to(size).freeze()));
-                }
-                let missing = 4 + size - self.buf.len();
-                self.buf.reserve(missing.min(RESERVE_AHEAD_BYTES_MAX));
-            } else {
-                self.buf.reserve(64 * 1024);
+    ) -> Result<Option<usize>, FrameError> {
+        if let Some(size) = self.pending {
+            return Ok(Some(size));
+        }
+        while self.buf.len() < 4 {
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 2 {
+                self.buf.reserve(READ_CHUNK_BYTES);
             }
             let n = reader.read_buf(&mut self.buf).await?;
             if n == 0 {
@@ -67,6 +61,61 @@ impl FrameReader {
                     Err(FrameError::Truncated)
                 };
             }
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if size < 0 || size as usize > self.frame_bytes_max {
+            return Err(FrameError::BadSize {
+                size: i64::from(size),
+                max: self.frame_bytes_max,
+            });
+        }
+        self.buf.advance(4);
+        self.pending = Some(size as usize);
+        Ok(Some(size as usize))
+    }
+
+    /// Reads the body of the frame whose size [`FrameReader::next_size`] returned. Not
+    /// cancel-safe: a body partly read when the future is dropped is lost (callers close
+    /// the connection then).
+    pub async fn next_body<R: AsyncRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+    ) -> Result<Bytes, FrameError> {
+        let size = self.pending.take().ok_or(FrameError::Truncated)?;
+        if self.buf.len() >= size {
+            let frame = self.buf.split_to(size).freeze();
+            self.compact();
+            return Ok(frame);
+        }
+        let mut frame = BytesMut::with_capacity(size);
+        frame.put(self.buf.split());
+        self.compact();
+        while frame.len() < size {
+            let want = (size - frame.len()) as u64;
+            let n = (&mut *reader).take(want).read_buf(&mut frame).await?;
+            if n == 0 {
+                return Err(FrameError::Truncated);
+            }
+        }
+        Ok(frame.freeze())
+    }
+
+    /// The next frame (without its prefix), or None on a clean close between frames.
+    pub async fn next<R: AsyncRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+    ) -> Result<Option<Bytes>, FrameError> {
+        if self.next_size(reader).await?.is_none() {
+            return Ok(None);
+        }
+        self.next_body(reader).await.map(Some)
+    }
+
+    /// Drops a read buffer grown for pipelined bytes once they are consumed, so an idle
+    /// connection holds nothing.
+    fn compact(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
         }
     }
 }

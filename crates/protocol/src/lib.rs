@@ -4,11 +4,13 @@
 //! This is the only crate that names `kafka-protocol`; everything else uses the re-exports
 //! below, so the codec can be swapped without touching handlers.
 
+pub mod fetch_frame;
 pub mod frame;
 pub mod guard;
 pub mod versions;
 
 use bytes::{BufMut, Bytes, BytesMut};
+pub use fetch_frame::encode_fetch_response;
 pub use kafka_protocol::messages;
 pub use kafka_protocol::messages::{
     ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind,

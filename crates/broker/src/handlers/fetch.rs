@@ -9,7 +9,6 @@ use protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
-use protocol::ResponseKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,11 +66,14 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     version_rx.borrow_and_update();
     let (resp, bytes, errors) = read(state, &plan);
     if req.max_wait_ms <= 0 || plan.min_bytes == 0 || bytes >= plan.min_bytes || errors {
-        return ctx.ready(ResponseKind::Fetch(resp));
+        return match encode(ctx, resp) {
+            Some(chunks) => Reply::Chunks(chunks),
+            None => Reply::Later(Box::pin(async { None })),
+        };
     }
     let state = state.clone();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms as u64);
-    Reply::Later(Box::pin(async move {
+    Reply::LaterChunks(Box::pin(async move {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
@@ -94,8 +96,19 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
             }
         }
         let (resp, _, _) = read(&state, &plan);
-        ctx.encode(ResponseKind::Fetch(resp))
+        encode(ctx, resp)
     }))
+}
+
+/// The response frame in chunks: record bytes from the log are chunks of their own.
+fn encode(ctx: Ctx, resp: FetchResponse) -> Option<Vec<bytes::Bytes>> {
+    match protocol::encode_fetch_response(ctx.version, ctx.correlation_id, resp) {
+        Ok(chunks) => Some(chunks),
+        Err(e) => {
+            tracing::error!(error = %e, "response encoding failed; closing connection");
+            None
+        }
+    }
 }
 
 /// Whether a requested partition's visible end moved past the fetch offset (or the partition

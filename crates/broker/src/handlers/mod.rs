@@ -22,8 +22,13 @@ use std::sync::Arc;
 pub enum Reply {
     /// An encoded response frame.
     Ready(Bytes),
+    /// An encoded response frame in chunks, written in order by vectored writes (Fetch:
+    /// record bytes from the log are chunks of their own, never copied into one frame).
+    Chunks(Vec<Bytes>),
     /// A response still being produced; `None` means it could not be encoded (close).
     Later(Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>),
+    /// Like `Later`, for a response in chunks.
+    LaterChunks(Pin<Box<dyn Future<Output = Option<Vec<Bytes>>> + Send>>),
     /// No response at all (acks=0 produce).
     None,
 }

@@ -620,7 +620,17 @@ impl Admin {
         &self,
         queries: &[(TopicPartition, i64)],
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let found = list_offsets(&self.client, queries, 0).await?;
+        self.list_offsets_isolated(queries, 0).await
+    }
+
+    /// As [`Admin::list_offsets`], at an isolation level: with 1 (read_committed) the latest
+    /// offset (-1) is the last stable offset, which open transactions hold back.
+    pub async fn list_offsets_isolated(
+        &self,
+        queries: &[(TopicPartition, i64)],
+        isolation_level: i8,
+    ) -> Result<BTreeMap<TopicPartition, i64>> {
+        let found = list_offsets(&self.client, queries, isolation_level).await?;
         let mut out = BTreeMap::new();
         for (tp, r) in found {
             out.insert(tp, r?);

@@ -203,7 +203,11 @@ pub struct Consumer {
     pub(crate) client: Client,
     pub(crate) config: ConsumerConfig,
     parts: BTreeMap<TopicPartition, PartState>,
-    buffer: VecDeque<(TopicPartition, u64, VecDeque<ConsumerRecord>)>,
+    /// Fetched records not yet returned: (partition, its epoch, records, the offset after
+    /// the fetched data, control batches and skipped aborted records included). Once a
+    /// fetch's records are all returned, the position moves to that offset, as the Java
+    /// consumer does, so it passes transaction markers.
+    buffer: VecDeque<(TopicPartition, u64, VecDeque<ConsumerRecord>, i64)>,
     buffered_bytes: usize,
     in_flight_nodes: HashSet<i32>,
     tx: mpsc::UnboundedSender<FetchDone>,
@@ -249,7 +253,7 @@ impl Consumer {
     pub fn assign(&mut self, partitions: Vec<TopicPartition>) {
         let keep: HashSet<TopicPartition> = partitions.iter().cloned().collect();
         self.parts.retain(|tp, _| keep.contains(tp));
-        self.buffer.retain(|(tp, _, _)| keep.contains(tp));
+        self.buffer.retain(|(tp, _, _, _)| keep.contains(tp));
         self.recount_buffer();
         for tp in partitions {
             self.parts.entry(tp).or_insert(PartState {
@@ -273,7 +277,7 @@ impl Consumer {
         self.buffered_bytes = self
             .buffer
             .iter()
-            .flat_map(|(_, _, rs)| rs.iter())
+            .flat_map(|(_, _, rs, _)| rs.iter())
             .map(record_bytes)
             .sum();
     }
@@ -294,7 +298,7 @@ impl Consumer {
                     p.reset = Some(other);
                 }
             }
-            self.buffer.retain(|(t, _, _)| t != tp);
+            self.buffer.retain(|(t, _, _, _)| t != tp);
             self.recount_buffer();
         }
     }
@@ -335,6 +339,23 @@ impl Consumer {
             .iter()
             .filter_map(|(tp, p)| p.position.map(|o| (tp.clone(), o)))
             .collect()
+    }
+
+    /// The consumer's group membership, for
+    /// [`Producer::send_offsets_to_transaction`](crate::Producer::send_offsets_to_transaction):
+    /// the group id with the current generation (or member epoch) and member id when
+    /// subscribed, or just the group id (generation -1) when assigning by hand.
+    pub fn consumer_group_metadata(&self) -> Option<crate::ConsumerGroupMetadata> {
+        let group_id = self.config.group_id.clone()?;
+        Some(match &self.group {
+            Some(g) => crate::ConsumerGroupMetadata {
+                group_id,
+                generation_id: g.generation,
+                member_id: g.member_id.clone(),
+                group_instance_id: self.config.group_instance_id.clone(),
+            },
+            None => crate::ConsumerGroupMetadata::for_group(group_id),
+        })
     }
 
     /// The last high watermark a fetch reported for `tp`.
@@ -390,11 +411,11 @@ impl Consumer {
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.buffer.len() && out.len() < max {
-            let (tp, epoch, _) = &self.buffer[i];
+            let (tp, epoch, _, _) = &self.buffer[i];
             let state = self.parts.get(tp);
             let valid = state.is_some_and(|p| p.epoch == *epoch);
             if !valid {
-                if let Some((_, _, rs)) = self.buffer.remove(i) {
+                if let Some((_, _, rs, _)) = self.buffer.remove(i) {
                     self.buffered_bytes -= rs.iter().map(record_bytes).sum::<usize>();
                 }
                 continue;
@@ -404,19 +425,23 @@ impl Consumer {
                 continue;
             }
             let tp = tp.clone();
-            let (_, _, rs) = &mut self.buffer[i];
+            let (_, _, rs, next_offset) = &mut self.buffer[i];
+            let next_offset = *next_offset;
             let n = (max - out.len()).min(rs.len());
             let mut last = None;
             for r in rs.drain(..n) {
                 self.buffered_bytes -= record_bytes(&r);
-                last = Some(r.offset);
+                last = Some(r.offset + 1);
                 out.push(r);
             }
             if rs.is_empty() {
                 self.buffer.remove(i);
+                last = Some(last.map_or(next_offset, |o| o.max(next_offset)));
             }
             if let (Some(o), Some(p)) = (last, self.parts.get_mut(&tp)) {
-                p.position = Some(o + 1);
+                if p.position.is_none_or(|cur| o > cur) {
+                    p.position = Some(o);
+                }
             }
         }
         (!out.is_empty()).then_some(out)
@@ -652,13 +677,19 @@ impl Consumer {
             match fp.result {
                 Ok(f) => {
                     p.high_watermark = f.high_watermark;
-                    if f.next_offset > p.fetch_offset {
+                    let advanced = f.next_offset > p.fetch_offset;
+                    if advanced {
                         p.fetch_offset = f.next_offset;
                     }
-                    if !f.records.is_empty() {
+                    // Records, or only markers / aborted records to step over.
+                    if !f.records.is_empty() || advanced {
                         self.buffered_bytes += f.bytes;
-                        self.buffer
-                            .push_back((fp.tp, fp.epoch, VecDeque::from(f.records)));
+                        self.buffer.push_back((
+                            fp.tp,
+                            fp.epoch,
+                            VecDeque::from(f.records),
+                            f.next_offset,
+                        ));
                     }
                 }
                 Err(e) => match e.code() {

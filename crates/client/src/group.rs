@@ -143,15 +143,25 @@ impl GroupMember {
 
 /// The coordinator of `group_id`.
 pub(crate) async fn find_coordinator(client: &Client, group_id: &str) -> Result<i32> {
+    find_coordinator_of(client, group_id, 0).await
+}
+
+/// The coordinator of `key`: a group (`key_type` 0) or a transactional id (1). Retriable
+/// errors (the coordinator's topic being created or loaded) are retried a while.
+pub(crate) async fn find_coordinator_of(client: &Client, key: &str, key_type: i8) -> Result<i32> {
     let mut last = None;
     for attempt in 0..20 {
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(client.config().retry_backoff_ms * 2)).await;
         }
         let conn = client.conn_any().await?;
-        let mut req = FindCoordinatorRequest::default().with_key(sb(group_id));
+        let mut req = FindCoordinatorRequest::default().with_key(sb(key));
         if conn.version::<FindCoordinatorRequest>()? >= 1 {
-            req.key_type = 0;
+            req.key_type = key_type;
+        } else if key_type != 0 {
+            return Err(Error::UnsupportedVersion(
+                "FindCoordinator for transactions".into(),
+            ));
         }
         match conn.send(&req).await {
             Ok(resp) => match Error::check_msg(resp.error_code, resp.error_message.as_deref()) {

@@ -297,6 +297,14 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::DescribeCluster => (Some(0), &DESCRIBE_CLUSTER),
         ApiKey::ConsumerGroupHeartbeat => (Some(0), &CONSUMER_GROUP_HEARTBEAT),
         ApiKey::ConsumerGroupDescribe => (Some(0), &CONSUMER_GROUP_DESCRIBE),
+        ApiKey::AddPartitionsToTxn => (Some(3), &ADD_PARTITIONS_TO_TXN),
+        ApiKey::AddOffsetsToTxn => (Some(3), &ERROR_ONLY),
+        ApiKey::EndTxn => (Some(3), &END_TXN),
+        ApiKey::TxnOffsetCommit => (Some(3), &TXN_OFFSET_COMMIT),
+        ApiKey::DescribeTransactions => (Some(0), &DESCRIBE_TRANSACTIONS),
+        ApiKey::ListTransactions => (Some(0), &LIST_TRANSACTIONS),
+        ApiKey::DescribeProducers => (Some(0), &DESCRIBE_PRODUCERS),
+        ApiKey::WriteTxnMarkers => (Some(1), &WRITE_TXN_MARKERS),
         _ => return None,
     })
 }
@@ -640,6 +648,58 @@ static CGD_GROUP: S = s(&[
 ]);
 static CONSUMER_GROUP_DESCRIBE: S = s(&[F(ALL, I32), F(ALL, Array(&CGD_GROUP))]);
 
+// Transactions
+static TXN_PARTITION_RESULT: S = s(&[F(ALL, I32), F(ALL, I16)]);
+static TXN_TOPIC_RESULT: S = s(&[F(ALL, Str), F(ALL, Array(&TXN_PARTITION_RESULT))]);
+static ADD_PARTITIONS_RESULT: S = s(&[F(ALL, Str), F(ALL, Array(&TXN_TOPIC_RESULT))]);
+static ADD_PARTITIONS_TO_TXN: S = s(&[
+    F(ALL, I32),
+    F(from(4), I16),
+    F(from(4), Array(&ADD_PARTITIONS_RESULT)),
+    F(V(0, 3), Array(&TXN_TOPIC_RESULT)),
+]);
+/// Throttle time and an error code (AddOffsetsToTxn).
+static ERROR_ONLY: S = s(&[F(ALL, I32), F(ALL, I16)]);
+static END_TXN: S = s(&[F(ALL, I32), F(ALL, I16), F(from(5), I64), F(from(5), I16)]);
+static TXN_OFFSET_COMMIT: S = s(&[F(ALL, I32), F(ALL, Array(&TXN_TOPIC_RESULT))]);
+static TXN_TOPIC_DATA: S = s(&[F(ALL, Str), F(ALL, ArrayI32)]);
+static TXN_STATE: S = s(&[
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, I32),
+    F(ALL, I64),
+    F(ALL, I64),
+    F(ALL, I16),
+    F(ALL, Array(&TXN_TOPIC_DATA)),
+]);
+static DESCRIBE_TRANSACTIONS: S = s(&[F(ALL, I32), F(ALL, Array(&TXN_STATE))]);
+static LISTED_TXN: S = s(&[F(ALL, Str), F(ALL, I64), F(ALL, Str)]);
+static LIST_TRANSACTIONS: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, ArrayStr),
+    F(ALL, Array(&LISTED_TXN)),
+]);
+static PRODUCER_STATE: S = s(&[
+    F(ALL, I64),
+    F(ALL, I32),
+    F(ALL, I32),
+    F(ALL, I64),
+    F(ALL, I32),
+    F(ALL, I64),
+]);
+static PRODUCERS_PARTITION: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&PRODUCER_STATE)),
+]);
+static PRODUCERS_TOPIC: S = s(&[F(ALL, Str), F(ALL, Array(&PRODUCERS_PARTITION))]);
+static DESCRIBE_PRODUCERS: S = s(&[F(ALL, I32), F(ALL, Array(&PRODUCERS_TOPIC))]);
+static MARKER_RESULT: S = s(&[F(ALL, I64), F(ALL, Array(&TXN_TOPIC_RESULT))]);
+static WRITE_TXN_MARKERS: S = s(&[F(ALL, Array(&MARKER_RESULT))]);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -740,7 +800,69 @@ mod tests {
             InitProducerIdRequest,
             ConsumerGroupHeartbeatRequest,
             ConsumerGroupDescribeRequest,
+            AddPartitionsToTxnRequest,
+            AddOffsetsToTxnRequest,
+            EndTxnRequest,
+            TxnOffsetCommitRequest,
+            DescribeTransactionsRequest,
+            ListTransactionsRequest,
+            DescribeProducersRequest,
+            WriteTxnMarkersRequest,
         );
+    }
+
+    #[test]
+    fn populated_transaction_responses_walk_exactly() {
+        use add_partitions_to_txn_response::{
+            AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
+            AddPartitionsToTxnTopicResult,
+        };
+        let topic = AddPartitionsToTxnTopicResult::default()
+            .with_name(TopicName(st("t")))
+            .with_results_by_partition(vec![AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(3)
+                .with_partition_error_code(48)]);
+        let v3 = AddPartitionsToTxnResponse::default()
+            .with_results_by_topic_v3_and_below(vec![topic.clone()]);
+        assert!(check_all::<AddPartitionsToTxnRequest>(&v3) > 0);
+        let d = DescribeTransactionsResponse::default().with_transaction_states(vec![
+            describe_transactions_response::TransactionState::default()
+                .with_transactional_id(TransactionalId(st("tx")))
+                .with_transaction_state(st("Ongoing"))
+                .with_topics(vec![describe_transactions_response::TopicData::default()
+                    .with_topic(TopicName(st("t")))
+                    .with_partitions(vec![0, 1])]),
+        ]);
+        assert!(check_all::<DescribeTransactionsRequest>(&d) > 0);
+        let l = ListTransactionsResponse::default()
+            .with_unknown_state_filters(vec![st("Bogus")])
+            .with_transaction_states(vec![list_transactions_response::TransactionState::default(
+            )
+            .with_transactional_id(TransactionalId(st("tx")))
+            .with_transaction_state(st("Empty"))]);
+        assert!(check_all::<ListTransactionsRequest>(&l) > 0);
+        let p = DescribeProducersResponse::default().with_topics(vec![
+            describe_producers_response::TopicResponse::default()
+                .with_name(TopicName(st("t")))
+                .with_partitions(vec![
+                    describe_producers_response::PartitionResponse::default()
+                        .with_error_message(Some(st("m")))
+                        .with_active_producers(vec![
+                            describe_producers_response::ProducerState::default(),
+                        ]),
+                ]),
+        ]);
+        assert!(check_all::<DescribeProducersRequest>(&p) > 0);
+        let c = TxnOffsetCommitResponse::default().with_topics(vec![
+            txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                .with_name(TopicName(st("t")))
+                .with_partitions(vec![
+                    txn_offset_commit_response::TxnOffsetCommitResponsePartition::default(),
+                ]),
+        ]);
+        assert!(check_all::<TxnOffsetCommitRequest>(&c) > 0);
+        assert!(mutate_all::<DescribeTransactionsRequest>(&d) > 0);
+        let _ = AddPartitionsToTxnResult::default();
     }
 
     #[test]

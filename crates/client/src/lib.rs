@@ -36,6 +36,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+mod admin_txn;
 mod cluster;
 mod conn;
 mod consumer;
@@ -46,11 +47,13 @@ mod guard;
 mod partitioner;
 mod producer;
 mod rpc;
+mod transaction;
 
 pub use admin::{
     Admin, ConfigEntry, ConfigOp, GroupDescription, GroupListing, GroupMemberDescription, NewTopic,
     ResourceType,
 };
+pub use admin_txn::{ProducerDescription, TransactionDescription, TransactionListing};
 pub use cluster::{BrokerInfo, Client, ClientConfig, ClusterInfo, PartitionInfo, TopicInfo};
 pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, RecordStream, SeekTo, TopicPartition,
@@ -68,3 +71,4 @@ pub use producer::{
     RecordMetadata,
 };
 pub use record::Compression;
+pub use transaction::ConsumerGroupMetadata;

@@ -15,7 +15,7 @@
 //! client at `max.in.flight.requests.per.connection` > 1.
 //! `close` flushes and stops the sender; dropping the producer stops it after it drains.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use crate::cluster::{topic_name, Client, ClientConfig};
 use crate::conn::PendingResponse;
 use crate::error::{Error, Result};
 use crate::partitioner::{partition_for_key, Partitioner, Rng, Sticky};
+use crate::transaction::{ConsumerGroupMetadata, TxnManager};
 use model::ErrorCode;
 
 /// How many replicas must have a record before the broker acknowledges it (Kafka: `acks`).
@@ -95,6 +96,14 @@ pub struct ProducerConfig {
     /// Effective with `acks = All` only (as Kafka requires), and only if the broker serves
     /// InitProducerId; keep `in_flight_max` <= 5.
     pub enable_idempotence: bool,
+    /// Makes this a transactional producer (`transactional.id`): call
+    /// [`Producer::init_transactions`] once, then send inside
+    /// `begin_transaction` .. `commit_transaction` / `abort_transaction`. Implies idempotence
+    /// and acks=all.
+    pub transactional_id: Option<String>,
+    /// How long the coordinator lets a transaction stay open before aborting it
+    /// (`transaction.timeout.ms`).
+    pub transaction_timeout_ms: u64,
 }
 
 impl Default for ProducerConfig {
@@ -113,6 +122,8 @@ impl Default for ProducerConfig {
             partitioner: Partitioner::Default,
             allow_auto_create_topics: true,
             enable_idempotence: true,
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
         }
     }
 }
@@ -283,6 +294,10 @@ struct Shared {
     new_producer_id: AtomicBool,
     /// The producer id batches are currently built with (-1: none).
     current_producer_id: std::sync::atomic::AtomicI64,
+    /// The epoch that goes with `current_producer_id`.
+    current_epoch: std::sync::atomic::AtomicI32,
+    /// Transaction state, for a transactional producer.
+    txn: Option<TxnManager>,
 }
 
 /// An async Kafka producer.
@@ -331,6 +346,13 @@ impl Producer {
                 "batch.size must be > 0 and buffer.memory >= max.request.size".into(),
             ));
         }
+        let mut config = config;
+        let txn = config.transactional_id.clone().map(|id| {
+            // Transactions need idempotent, fully acknowledged writes (as in Kafka).
+            config.acks = Acks::All;
+            config.enable_idempotence = true;
+            TxnManager::new(id, config.transaction_timeout_ms)
+        });
         let shared = Arc::new(Shared {
             memory: Semaphore::new(config.buffer_memory),
             client,
@@ -348,6 +370,8 @@ impl Producer {
             closed: AtomicBool::new(false),
             new_producer_id: AtomicBool::new(false),
             current_producer_id: std::sync::atomic::AtomicI64::new(-1),
+            current_epoch: std::sync::atomic::AtomicI32::new(-1),
+            txn,
         });
         let sender = tokio::spawn(sender_loop(shared.clone()));
         Ok(Producer {
@@ -399,6 +423,9 @@ impl Producer {
                 )),
             ));
         }
+        if let Some(txn) = &s.txn {
+            txn.check_in_transaction()?;
+        }
         let topic = s
             .client
             .topic(&record.topic, s.config.allow_auto_create_topics)
@@ -407,6 +434,20 @@ impl Producer {
         if partitions == 0 {
             return Err(Error::broker(ErrorCode::UnknownTopicOrPartition, None));
         }
+        // A transactional producer picks the partition first and adds it to the transaction
+        // before any record of it can be sent.
+        let record = match &s.txn {
+            None => record,
+            Some(txn) => {
+                let mut record = record;
+                let p = self.choose_partition(&record, partitions, size)?;
+                record.partition = Some(p);
+                let topic_key: Arc<str> = Arc::from(record.topic.as_str());
+                let timeout = Duration::from_millis(s.config.delivery_timeout_ms);
+                txn.add_partition(&s.client, &topic_key, p, timeout).await?;
+                record
+            }
+        };
         // Memory is returned when the record's batch completes.
         s.memory
             .acquire_many(size as u32)
@@ -422,39 +463,11 @@ impl Producer {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let acc = &mut *acc;
             let topic_key: Arc<str> = Arc::from(record.topic.as_str());
-            let partition = match (record.partition, &record.key) {
-                (Some(p), _) => {
-                    if p < 0 || p >= partitions {
-                        s.memory.add_permits(size);
-                        return Err(Error::broker(
-                            ErrorCode::UnknownTopicOrPartition,
-                            Some(format!("{}-{p}", record.topic)),
-                        ));
-                    }
-                    p
-                }
-                (None, Some(k)) if s.config.partitioner == Partitioner::Default => {
-                    partition_for_key(k, partitions)
-                }
-                (None, _) => {
-                    let st = acc.sticky.entry(topic_key.clone()).or_default();
-                    if s.config.partitioner == Partitioner::RoundRobin {
-                        st.round_robin = st.round_robin.wrapping_add(1);
-                        (st.round_robin % partitions as u32) as i32
-                    } else {
-                        if !st.chosen || st.bytes >= s.config.batch_size {
-                            let prev = st.partition;
-                            let mut p = (acc.rng.next_u32() % partitions as u32) as i32;
-                            if partitions > 1 && st.chosen && p == prev {
-                                p = (p + 1) % partitions;
-                            }
-                            st.partition = p;
-                            st.bytes = 0;
-                            st.chosen = true;
-                        }
-                        st.bytes += size;
-                        st.partition
-                    }
+            let partition = match choose_partition(s, acc, &record, partitions, size) {
+                Ok(p) => p,
+                Err(e) => {
+                    s.memory.add_permits(size);
+                    return Err(e);
                 }
             };
             let q = acc.parts.entry((topic_key.clone(), partition)).or_default();
@@ -495,6 +508,18 @@ impl Producer {
         Ok(())
     }
 
+    /// The partition a record goes to (the partitioner's choice unless it names one).
+    fn choose_partition(
+        &self,
+        record: &ProducerRecord,
+        partitions: i32,
+        size: usize,
+    ) -> Result<i32> {
+        let s = &self.shared;
+        let mut acc = s.acc();
+        choose_partition(s, &mut acc, record, partitions, size)
+    }
+
     /// Sends everything queued at once (ignoring `linger_ms`) and waits until no record is
     /// outstanding: every record enqueued before the call has completed (records other tasks
     /// keep enqueuing meanwhile are waited for too).
@@ -513,6 +538,67 @@ impl Producer {
         }
         s.flushing.fetch_sub(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Transactional producer: gets the producer id and epoch for `transactional_id` from the
+    /// transaction coordinator, fencing any earlier producer with the same id (its open
+    /// transaction is aborted). Call once, before the first transaction.
+    pub async fn init_transactions(&self) -> Result<()> {
+        let txn = self.txn()?;
+        txn.init(&self.shared.client, self.txn_timeout()).await
+    }
+
+    /// Starts a transaction (locally; the coordinator learns of it with its first partition).
+    pub fn begin_transaction(&self) -> Result<()> {
+        self.txn()?.begin()
+    }
+
+    /// Commits `offsets` (topic, partition -> next offset to read) for the consumer group
+    /// inside the current transaction: they count only if it commits (consume-transform-
+    /// produce exactly once).
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &BTreeMap<(String, i32), i64>,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        let txn = self.txn()?;
+        txn.send_offsets(&self.shared.client, offsets, group, self.txn_timeout())
+            .await
+    }
+
+    /// Flushes the transaction's records and commits it. If any of them failed, the commit
+    /// is refused (TRANSACTION_ABORTABLE) and the transaction must be aborted.
+    pub async fn commit_transaction(&self) -> Result<()> {
+        let txn = self.txn()?;
+        txn.check_in_transaction()?;
+        self.flush().await?;
+        txn.end(&self.shared.client, true, self.txn_timeout()).await
+    }
+
+    /// Aborts the current transaction: its records are never seen by read_committed
+    /// consumers, its offsets never committed.
+    pub async fn abort_transaction(&self) -> Result<()> {
+        let txn = self.txn()?;
+        txn.check_in_transaction()?;
+        self.flush().await?;
+        let r = txn
+            .end(&self.shared.client, false, self.txn_timeout())
+            .await;
+        if r.is_ok() && txn.producer_id() != self.shared.producer_id_in_use() {
+            // The epoch was bumped: the sender starts its sequences over.
+            self.shared.wake.notify_one();
+        }
+        r
+    }
+
+    fn txn(&self) -> Result<&TxnManager> {
+        self.shared.txn.as_ref().ok_or_else(|| {
+            Error::Config("not a transactional producer (no transactional_id)".into())
+        })
+    }
+
+    fn txn_timeout(&self) -> Duration {
+        Duration::from_millis(self.shared.config.delivery_timeout_ms)
     }
 
     /// Flushes, then stops the sender task.
@@ -535,6 +621,52 @@ impl Drop for Producer {
     }
 }
 
+/// The partitioner: the record's own partition, the Java client's murmur2 of the key, or
+/// sticky / round-robin for keyless records.
+fn choose_partition(
+    s: &Shared,
+    acc: &mut Accumulator,
+    record: &ProducerRecord,
+    partitions: i32,
+    size: usize,
+) -> Result<i32> {
+    let topic_key: Arc<str> = Arc::from(record.topic.as_str());
+    Ok(match (record.partition, &record.key) {
+        (Some(p), _) => {
+            if p < 0 || p >= partitions {
+                return Err(Error::broker(
+                    ErrorCode::UnknownTopicOrPartition,
+                    Some(format!("{}-{p}", record.topic)),
+                ));
+            }
+            p
+        }
+        (None, Some(k)) if s.config.partitioner == Partitioner::Default => {
+            partition_for_key(k, partitions)
+        }
+        (None, _) => {
+            let st = acc.sticky.entry(topic_key).or_default();
+            if s.config.partitioner == Partitioner::RoundRobin {
+                st.round_robin = st.round_robin.wrapping_add(1);
+                (st.round_robin % partitions as u32) as i32
+            } else {
+                if !st.chosen || st.bytes >= s.config.batch_size {
+                    let prev = st.partition;
+                    let mut p = (acc.rng.next_u32() % partitions as u32) as i32;
+                    if partitions > 1 && st.chosen && p == prev {
+                        p = (p + 1) % partitions;
+                    }
+                    st.partition = p;
+                    st.bytes = 0;
+                    st.chosen = true;
+                }
+                st.bytes += size;
+                st.partition
+            }
+        }
+    })
+}
+
 fn close_batch(topic: Arc<str>, partition: i32, b: OpenBatch) -> ReadyBatch {
     ReadyBatch {
         topic,
@@ -551,6 +683,12 @@ fn close_batch(topic: Arc<str>, partition: i32, b: OpenBatch) -> ReadyBatch {
 }
 
 impl Shared {
+    /// The producer id and epoch of the last batch built (transactional producer).
+    fn producer_id_in_use(&self) -> Option<(i64, i16)> {
+        let pid = self.current_producer_id.load(Ordering::Acquire);
+        (pid >= 0).then(|| (pid, self.current_epoch.load(Ordering::Acquire) as i16))
+    }
+
     fn acc(&self) -> std::sync::MutexGuard<'_, Accumulator> {
         self.acc
             .lock()
@@ -580,10 +718,13 @@ impl Shared {
                 }
             }
             Err(e) => {
-                // A sequenced batch that will never be written leaves a gap the broker won't
-                // accept later sequences across: start over with a new producer id (the Java
-                // client bumps the epoch instead).
-                if batch.base_sequence.is_some() && !e.is_retriable() {
+                if let Some(txn) = &self.txn {
+                    // The transaction can't commit now; aborting it bumps the epoch.
+                    txn.record_failed(n);
+                } else if batch.base_sequence.is_some() && !e.is_retriable() {
+                    // A sequenced batch that will never be written leaves a gap the broker
+                    // won't accept later sequences across: start over with a new producer id
+                    // (the Java client bumps the epoch instead).
                     self.new_producer_id.store(true, Ordering::Release);
                 }
                 let msg = e.to_string();
@@ -750,7 +891,21 @@ async fn sender_loop(s: Arc<Shared>) {
             let _ = tokio::time::timeout(wait, s.wake.notified()).await;
             continue;
         }
-        if !initialized || s.new_producer_id.swap(false, Ordering::AcqRel) {
+        if let Some(txn) = &s.txn {
+            // The transaction manager owns the producer id; a new epoch restarts sequences.
+            let current = txn.producer_id();
+            if current != producer_id || !initialized {
+                producer_id = current;
+                s.current_producer_id
+                    .store(producer_id.map_or(-1, |(pid, _)| pid), Ordering::Release);
+                s.current_epoch.store(
+                    producer_id.map_or(-1, |(_, e)| i32::from(e)),
+                    Ordering::Release,
+                );
+                s.acc().next_sequence.clear();
+                initialized = true;
+            }
+        } else if !initialized || s.new_producer_id.swap(false, Ordering::AcqRel) {
             producer_id = init_producer_id(&s).await;
             s.current_producer_id
                 .store(producer_id.map_or(-1, |(pid, _)| pid), Ordering::Release);
@@ -775,7 +930,9 @@ async fn sender_loop(s: Arc<Shared>) {
                     ((i64::from(seq) + b.waiters.len() as i64) % (i64::from(i32::MAX) + 1)) as i32;
                 drop(acc);
                 let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
-                *builder = open.producer(pid, epoch, seq);
+                *builder = open
+                    .producer(pid, epoch, seq)
+                    .transactional(s.txn.is_some());
                 b.base_sequence = Some(seq);
                 b.producer_id = Some(pid);
             }
@@ -872,6 +1029,9 @@ fn produce_request(config: &ProducerConfig, batches: &[ReadyBatch]) -> ProduceRe
         }
     }
     ProduceRequest::default()
+        .with_transactional_id(config.transactional_id.as_deref().map(|t| {
+            protocol::messages::TransactionalId(protocol::StrBytes::from_string(t.to_owned()))
+        }))
         .with_acks(config.acks.as_i16())
         .with_timeout_ms(crate::cluster::broker_timeout_ms(
             config.client.request_timeout_ms,

@@ -56,6 +56,16 @@ rpc!(IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, Incremen
 rpc!(OffsetDeleteRequest => OffsetDeleteResponse, OffsetDelete, 0, 0);
 rpc!(DescribeClusterRequest => DescribeClusterResponse, DescribeCluster, 0, 1);
 rpc!(InitProducerIdRequest => InitProducerIdResponse, InitProducerId, 0, 4);
+// Transactions: the client versions (AddPartitionsToTxn v4+ is broker-to-broker; EndTxn and
+// TxnOffsetCommit v5 mean transaction version 2, which this client does not speak).
+rpc!(AddPartitionsToTxnRequest => AddPartitionsToTxnResponse, AddPartitionsToTxn, 0, 3);
+rpc!(AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, AddOffsetsToTxn, 0, 4);
+rpc!(EndTxnRequest => EndTxnResponse, EndTxn, 0, 4);
+rpc!(TxnOffsetCommitRequest => TxnOffsetCommitResponse, TxnOffsetCommit, 0, 4);
+rpc!(DescribeTransactionsRequest => DescribeTransactionsResponse, DescribeTransactions, 0, 0);
+rpc!(ListTransactionsRequest => ListTransactionsResponse, ListTransactions, 0, 1);
+rpc!(DescribeProducersRequest => DescribeProducersResponse, DescribeProducers, 0, 0);
+rpc!(WriteTxnMarkersRequest => WriteTxnMarkersResponse, WriteTxnMarkers, 1, 1);
 rpc!(ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, ConsumerGroupHeartbeat, 0, 1);
 rpc!(ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0, 1);
 

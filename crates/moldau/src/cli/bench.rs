@@ -80,6 +80,16 @@ pub struct BenchArgs {
     /// Seconds between progress lines on stderr; 0 turns them off.
     #[arg(long, default_value_t = 1.0)]
     pub progress_interval: f64,
+    /// Produce in transactions (one transactional.id per producer) of
+    /// --transaction-size records each; the summary adds commit (EndTxn) latency.
+    #[arg(long)]
+    pub transactional: bool,
+    /// Records per transaction with --transactional.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub transaction_size: u64,
+    /// read_uncommitted or read_committed (consume, e2e).
+    #[arg(long, default_value = "read_uncommitted")]
+    pub isolation: String,
     #[command(flatten)]
     pub common: Common,
 }
@@ -94,6 +104,9 @@ struct Stats {
     /// When a consumer first had partitions (consume: the clock starts there, so a group
     /// join does not dilute throughput).
     first_assigned: std::sync::OnceLock<Instant>,
+    /// Transactions committed, and how long each commit (flush + EndTxn) took.
+    transactions: AtomicU64,
+    commit_us: Mutex<Histogram<u64>>,
 }
 
 impl Stats {
@@ -107,7 +120,25 @@ impl Stats {
                 Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
             ),
             first_assigned: std::sync::OnceLock::new(),
+            transactions: AtomicU64::new(0),
+            commit_us: Mutex::new(
+                Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
+            ),
         }))
+    }
+
+    fn commit(&self, latency: Duration) {
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut h) = self.commit_us.lock() {
+            h.saturating_record(latency.as_micros().max(1) as u64);
+        }
+    }
+
+    fn commit_percentile_ms(&self, q: f64) -> f64 {
+        self.commit_us
+            .lock()
+            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
+            .unwrap_or(0.0)
     }
 
     fn record(&self, bytes: usize, latency: Duration) {
@@ -221,6 +252,12 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
             "compression": args.compression,
             "producers": args.producers,
             "consumers": args.consumers,
+            "transactional": args.transactional,
+            "transaction_size": if args.transactional { Some(args.transaction_size) } else { None },
+            "transactions": stats.transactions.load(Ordering::Relaxed),
+            "commit_p50_ms": stats.commit_percentile_ms(0.5),
+            "commit_p99_ms": stats.commit_percentile_ms(0.99),
+            "isolation": args.isolation,
         });
         println!("{v}");
     } else {
@@ -234,6 +271,15 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
             bytes as f64 / MB
         );
         println!("{what} ms: p50 {p50:.3}, p99 {p99:.3}, p99.9 {p999:.3}, max {max:.3}");
+        let txns = stats.transactions.load(Ordering::Relaxed);
+        if txns > 0 {
+            println!(
+                "{txns} transactions of {} records; commit (flush + EndTxn) ms: p50 {:.3}, p99 {:.3}",
+                args.transaction_size,
+                stats.commit_percentile_ms(0.5),
+                stats.commit_percentile_ms(0.99)
+            );
+        }
     }
     if let Ok(Some(e)) = stats.first_error.lock().map(|e| e.clone()) {
         eprintln!("moldau bench: first error: {e}");
@@ -277,6 +323,15 @@ fn producer_config(args: &BenchArgs) -> anyhow::Result<ProducerConfig> {
     })
 }
 
+/// `read_committed` / `read_uncommitted` to Kafka's isolation level byte.
+fn isolation_level(args: &BenchArgs) -> anyhow::Result<i8> {
+    match args.isolation.as_str() {
+        "read_uncommitted" => Ok(0),
+        "read_committed" => Ok(1),
+        other => bail!("bad --isolation {other:?} (read_uncommitted or read_committed)"),
+    }
+}
+
 /// Pseudo-random filler so compression has something realistic (half random, half repeated).
 fn filler(size: usize) -> Vec<u8> {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -307,10 +362,22 @@ async fn run_producers(
     let producers = args.producers.max(1);
     let base = Bytes::from(filler(args.record_size));
     let mut tasks = Vec::new();
+    let txn_size = args.transaction_size.max(1);
     for i in 0..producers {
-        let producer = Producer::new(config.clone())
+        let mut config = config.clone();
+        if args.transactional {
+            config.transactional_id = Some(format!("moldau-bench-{}-{i}", std::process::id()));
+        }
+        let producer = Producer::new(config)
             .await
             .with_context(|| format!("connect to {}", args.common.brokers))?;
+        if args.transactional {
+            producer
+                .init_transactions()
+                .await
+                .context("init transactions")?;
+        }
+        let transactional = args.transactional;
         let stats = stats.clone();
         let topic = args.topic.clone();
         let base = base.clone();
@@ -323,6 +390,22 @@ async fn run_producers(
             loop {
                 if per.is_some_and(|p| n >= p) || deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
+                }
+                if transactional && n.is_multiple_of(txn_size) {
+                    if n > 0 {
+                        let t = Instant::now();
+                        match producer.commit_transaction().await {
+                            Ok(()) => stats.commit(t.elapsed()),
+                            Err(e) => {
+                                stats.error(&e);
+                                break;
+                            }
+                        }
+                    }
+                    if let Err(e) = producer.begin_transaction() {
+                        stats.error(&e);
+                        break;
+                    }
                 }
                 if rate > 0.0 {
                     let due = start + Duration::from_secs_f64(n as f64 / rate);
@@ -359,6 +442,13 @@ async fn run_producers(
                     }
                 }
                 n += 1;
+            }
+            if transactional && n > 0 {
+                let t = Instant::now();
+                match producer.commit_transaction().await {
+                    Ok(()) => stats.commit(t.elapsed()),
+                    Err(e) => stats.error(&e),
+                }
             }
             let _ = producer.close().await;
             n
@@ -438,6 +528,7 @@ async fn consumers_for(args: &BenchArgs, from: SeekTo) -> anyhow::Result<Vec<Con
             },
             max_poll_records: 10_000,
             fetch_max_wait_ms: 100,
+            isolation_level: isolation_level(args)?,
             ..ConsumerConfig::default()
         };
         config.client.client_id = "moldau-bench".into();
@@ -477,7 +568,10 @@ async fn consume(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|p| (TopicPartition::new(&t.name, p.partition), -1))
         })
         .collect();
-    let ends = admin.list_offsets(&tps).await.context("list end offsets")?;
+    let ends = admin
+        .list_offsets_isolated(&tps, isolation_level(&args)?)
+        .await
+        .context("list end offsets")?;
     let starts = admin
         .list_offsets(
             &tps.iter()
@@ -509,16 +603,29 @@ async fn consume(args: BenchArgs) -> anyhow::Result<()> {
         args.progress_interval,
         stop.clone(),
     );
+    // Without --records or --duration, read up to the end offsets seen at start (transaction
+    // markers and aborted records occupy offsets, so positions decide, not record counts).
+    let by_position = args.records.is_none() && args.duration.is_none();
+    let ends = Arc::new(ends);
     let mut tasks = Vec::new();
     for mut c in consumers {
         let stats = stats.clone();
         let stop = stop.clone();
+        let ends = ends.clone();
         tasks.push(tokio::spawn(async move {
             loop {
+                let at_end = by_position && {
+                    let assigned = c.assignment();
+                    !assigned.is_empty()
+                        && assigned.iter().all(|tp| {
+                            let end = ends.get(tp).copied().unwrap_or(0);
+                            c.position(tp).is_some_and(|p| p >= end)
+                        })
+                };
                 if stop.load(Ordering::Acquire)
+                    || at_end
                     || deadline.is_some_and(|d| Instant::now() >= d)
-                    || (args.duration.is_none() || args.records.is_some())
-                        && stats.records.load(Ordering::Relaxed) >= target
+                    || args.records.is_some() && stats.records.load(Ordering::Relaxed) >= target
                 {
                     break;
                 }
@@ -546,7 +653,9 @@ async fn consume(args: BenchArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            stop.store(true, Ordering::Release);
+            if !by_position {
+                stop.store(true, Ordering::Release);
+            }
             let _ = c.close().await;
         }));
     }

@@ -55,6 +55,10 @@ pub struct ConsumeArgs {
     /// %k key, %v value, %T timestamp, %h headers, %% percent, \n, \t.
     #[arg(long, short = 'f', default_value = "text")]
     pub format: String,
+    /// read_uncommitted (every record) or read_committed (only committed transactions,
+    /// up to the last stable offset).
+    #[arg(long, default_value = "read_uncommitted", value_parser = ["read_uncommitted", "read_committed"])]
+    pub isolation: String,
     #[command(flatten)]
     pub common: Common,
 }
@@ -171,6 +175,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
             OffsetReset::Latest
         },
         group_protocol: GroupProtocol::from_name(&args.group_protocol).unwrap_or_default(),
+        isolation_level: i8::from(args.isolation == "read_committed"),
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::with_client(client.clone(), config);
@@ -224,7 +229,12 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     if args.exit {
         let admin = client::Admin::new(client.clone());
         let q: Vec<_> = all.iter().map(|tp| (tp.clone(), -1)).collect();
-        ends = admin.list_offsets(&q).await.context("list end offsets")?;
+        // read_committed ends at the last stable offset.
+        let isolation = i8::from(args.isolation == "read_committed");
+        ends = admin
+            .list_offsets_isolated(&q, isolation)
+            .await
+            .context("list end offsets")?;
     }
     let mut seen = 0u64;
     let mut printed: BTreeMap<TopicPartition, i64> = BTreeMap::new();

@@ -1,4 +1,4 @@
-//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|bench`), built
+//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|txn|bench`), built
 //! only on the `client` crate so it works against any Kafka-compatible broker.
 
 mod bench;
@@ -8,6 +8,7 @@ mod group;
 mod output;
 mod produce;
 mod topic;
+mod txn;
 
 use std::process::ExitCode;
 
@@ -66,6 +67,9 @@ pub enum Command {
     /// Show brokers, controller and cluster id.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// List, describe and abort transactions; show a partition's producers.
+    #[command(subcommand)]
+    Txn(txn::TxnCommand),
     /// Load generator: produce, consume or end-to-end throughput and latency.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -96,6 +100,7 @@ pub fn run(command: Command) -> ExitCode {
             Command::Consume(a) => consume::run(a).await,
             Command::Group(c) => group::run(c).await,
             Command::Cluster(c) => cluster::run(c).await,
+            Command::Txn(c) => txn::run(c).await,
             Command::Bench(c) => bench::run(c).await,
         }
     });

@@ -9,10 +9,18 @@
 //! cleaning reads immutable segments, and only the final swap of each segment takes the
 //! maintenance lock and, briefly, the segment-list write lock. Keyless records are
 //! dropped (Kafka rejects them on compacted topics), as are records of aborted
-//! transactions; nothing at or past the first open transaction is cleaned. Control batches
-//! (transaction markers) are kept as they are.
-//! A batch emptied of records is kept (empty) if it is its producer's newest batch, so
-//! idempotent producer state survives.
+//! transactions; nothing at or past the first open transaction is cleaned.
+//! A batch emptied of records (or an aborted one) is kept (empty) if it is its producer's
+//! newest batch, so idempotent producer state survives.
+//!
+//! Transaction markers go as in Kafka's cleaner (`CleanedTransactionMetadata`): a COMMIT or
+//! ABORT marker is removed only once no batch with records of its transaction is left
+//! before it (a pass that meets such a batch keeps the marker; an aborted batch is removed
+//! in that pass, so its marker can go in a later one), and, like a tombstone, only once it
+//! is older than `delete.retention.ms` (consumers that read the data must get to see the
+//! marker). A removed ABORT marker's entry leaves the aborted-transaction index (memory and
+//! the segment's `.txnindex`): none of its records remains for a read_committed fetch to
+//! skip.
 //!
 //! A batch the cleaner cannot decode (corrupt records, or more than the decompression bound;
 //! produce refuses both now, but older logs or replicas may hold them) is kept verbatim and
@@ -30,7 +38,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use record::{decode_records, BatchBuilder, NewRecord};
+use record::{decode_records, parse_end_txn_marker, BatchBuilder, NewRecord};
 
 use crate::error::StorageError;
 use crate::index::write_file_atomic;
@@ -166,7 +174,12 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
     // Pass 2: rewrite segment by segment.
     let interval = config.index_interval_bytes.max(0) as u64;
     let tombstone_horizon = now.saturating_sub(config.delete_retention_ms);
+    // Producers with a transactional batch (with records) seen since their last marker: the
+    // marker that ends that transaction stays (Kafka's ongoing committed/aborted txns).
+    let mut txn_data_seen: HashSet<i64> = HashSet::new();
     for seg in &cleanable {
+        // Offsets of the ABORT markers removed from this segment.
+        let mut dropped_aborts: Vec<i64> = Vec::new();
         let start = s.log_start();
         let size_at_start = seg.size();
         let cleaned_path = s
@@ -189,11 +202,29 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
                 return Ok(());
             }
             if h.is_control() {
+                let data_left = txn_data_seen.remove(&h.producer_id);
+                let marker = parse_end_txn_marker(bytes);
+                if let Some(m) =
+                    marker.filter(|_| !data_left && h.max_timestamp < tombstone_horizon)
+                {
+                    changed = true;
+                    removed += h.records_count.max(0) as u64;
+                    if !m.commit {
+                        dropped_aborts.push(h.last_offset());
+                    }
+                    return Ok(());
+                }
                 return write(&mut out, bytes);
+            }
+            if h.is_transactional() && h.records_count > 0 {
+                txn_data_seen.insert(h.producer_id);
             }
             if is_aborted(h) {
                 changed = true;
                 removed += h.records_count.max(0) as u64;
+                if h.records_count > 0 && producers.is_last_batch(h.producer_id, h.last_offset()) {
+                    return write(&mut out, &rebuild(seg, h, &[])?);
+                }
                 return Ok(());
             }
             if unreadable.contains(&(seg.base_offset, pos)) {
@@ -232,28 +263,7 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
             {
                 return Ok(());
             }
-            let mut b =
-                BatchBuilder::new(h.compression().map_err(|e| corrupt(seg, e.to_string()))?)
-                    .base_offset(h.base_offset)
-                    .partition_leader_epoch(h.partition_leader_epoch)
-                    .producer(h.producer_id, h.producer_epoch, h.base_sequence)
-                    .transactional(h.is_transactional())
-                    .timestamp_type(h.timestamp_type())
-                    .base_timestamp(h.base_timestamp)
-                    .last_offset_delta(h.last_offset_delta);
-            for r in &kept {
-                b.push_at(
-                    r.offset_delta,
-                    &NewRecord {
-                        key: r.key.clone(),
-                        value: r.value.clone(),
-                        headers: r.headers.clone(),
-                        timestamp: r.timestamp,
-                    },
-                );
-            }
-            let rebuilt = b.build().map_err(|e| corrupt(seg, e.to_string()))?;
-            write(&mut out, &rebuilt)
+            write(&mut out, &rebuild(seg, h, &kept)?)
         })?;
         let file = out
             .into_inner()
@@ -297,6 +307,15 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
             ));
         }
         new_seg.write_indexes()?;
+        if !dropped_aborts.is_empty() {
+            {
+                let mut aborted = s.aborted.write();
+                for &offset in &dropped_aborts {
+                    aborted.remove(offset);
+                }
+            }
+            s.write_txn_index(&new_seg)?;
+        }
         let new_seg = Arc::new(new_seg);
         {
             let mut list = s.segments.write();
@@ -315,6 +334,34 @@ pub(crate) fn compact(s: &Shared) -> Result<CompactionStats, StorageError> {
         end_offset.to_string().as_bytes(),
     )?;
     Ok(stats)
+}
+
+/// A batch like `h` (same offsets, producer, attributes) holding only `kept` of its records.
+fn rebuild(
+    seg: &Segment,
+    h: &record::BatchHeader,
+    kept: &[record::Record],
+) -> Result<Bytes, StorageError> {
+    let mut b = BatchBuilder::new(h.compression().map_err(|e| corrupt(seg, e.to_string()))?)
+        .base_offset(h.base_offset)
+        .partition_leader_epoch(h.partition_leader_epoch)
+        .producer(h.producer_id, h.producer_epoch, h.base_sequence)
+        .transactional(h.is_transactional())
+        .timestamp_type(h.timestamp_type())
+        .base_timestamp(h.base_timestamp)
+        .last_offset_delta(h.last_offset_delta);
+    for r in kept {
+        b.push_at(
+            r.offset_delta,
+            &NewRecord {
+                key: r.key.clone(),
+                value: r.value.clone(),
+                headers: r.headers.clone(),
+                timestamp: r.timestamp,
+            },
+        );
+    }
+    b.build().map_err(|e| corrupt(seg, e.to_string()))
 }
 
 fn corrupt(seg: &Segment, reason: String) -> StorageError {

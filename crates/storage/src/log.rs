@@ -422,7 +422,7 @@ impl Shared {
     }
 
     /// Writes the `.txnindex` of a segment (or removes it when it has no entries).
-    fn write_txn_index(&self, seg: &Segment) -> Result<(), StorageError> {
+    pub(crate) fn write_txn_index(&self, seg: &Segment) -> Result<(), StorageError> {
         txn_index::store(
             &self.dir,
             seg.base_offset,

@@ -152,6 +152,21 @@ impl AbortedTxns {
         n > 0
     }
 
+    /// Drops the entry of the marker at `marker_offset` (the cleaner removed the marker,
+    /// after every batch of its transaction); true if there was one.
+    pub fn remove(&mut self, marker_offset: i64) -> bool {
+        match self
+            .entries
+            .binary_search_by_key(&marker_offset, |a| a.last_offset)
+        {
+            Ok(i) => {
+                self.entries.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Entries whose marker lies in `[from, to)`.
     pub fn in_range(&self, from: i64, to: i64) -> &[AbortedTxn] {
         let a = self.entries.partition_point(|e| e.last_offset < from);

@@ -326,3 +326,102 @@ fn an_unreadable_batch_never_stalls_compaction() {
     }
     assert!(!values.contains(&Bytes::from("a0")), "{values:?}");
 }
+
+/// Offsets of the transaction markers (control batches) in the log.
+fn markers_in(log: &storage::Log) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let r = log.read(next, 1 << 20, i64::MAX, true).unwrap();
+        if r.data.is_empty() {
+            break;
+        }
+        for b in record::split_batches(&r.data).unwrap() {
+            let h = record::BatchHeader::parse(&b).unwrap();
+            if h.is_control() && h.base_offset >= next {
+                out.push(h.base_offset);
+            }
+        }
+        next = r.next_offset;
+    }
+    out
+}
+
+/// Kafka's cleaner rules for transactions: aborted records go at once; a marker stays while
+/// any record of its transaction does, and then for delete.retention.ms; a removed ABORT
+/// marker takes its aborted-transaction index entry with it (also across a reopen).
+#[test]
+fn compaction_removes_transaction_markers_after_their_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let log = open(dir.path(), compacted(), &clock);
+    let txn = |pid: i64, key: &str, value: &str| {
+        let mut b = record::BatchBuilder::new(record::Compression::None)
+            .producer(pid, 0, 0)
+            .transactional(true);
+        b.push(record::NewRecord::new(
+            Some(Bytes::copy_from_slice(key.as_bytes())),
+            Some(Bytes::copy_from_slice(value.as_bytes())),
+            T0,
+        ));
+        b.build().unwrap()
+    };
+    let end = |log: &storage::Log, pid: i64, commit: bool| {
+        let m = record::EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        log.append_txn_marker(pid, 0, m, 0).unwrap().base_offset
+    };
+    // pid 1 commits a value later overwritten; pid 2 aborts; pid 3 commits a value that stays.
+    log.append(txn(1, "over", "committed-old"), 0).unwrap();
+    let commit1 = end(&log, 1, true);
+    log.append(txn(2, "k2", "aborted"), 0).unwrap();
+    let abort2 = end(&log, 2, false);
+    log.append(txn(3, "k3", "committed-kept"), 0).unwrap();
+    let commit3 = end(&log, 3, true);
+    log.append(keyed(&[("over", Some("plain-new"))], T0), 0)
+        .unwrap();
+    let fill = |log: &storage::Log, tag: &str, ts: i64| {
+        for i in 0..100 {
+            log.append(keyed(&[(&format!("{tag}{i}"), Some("x"))], ts), 0)
+                .unwrap();
+        }
+    };
+    fill(&log, "a", T0);
+    assert_eq!(markers_in(&log), vec![commit1, abort2, commit3]);
+    assert_eq!(log.aborted_transactions(0, log.log_end_offset()).len(), 1);
+
+    // Pass 1: the aborted and overwritten records go; every marker stays (each had records
+    // of its transaction in this pass, and all are younger than delete.retention.ms).
+    log.run_compaction().unwrap();
+    let values: Vec<_> = read_all(&log, 0)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .collect();
+    assert!(!values.contains(&Bytes::from_static(b"aborted")));
+    assert!(!values.contains(&Bytes::from_static(b"committed-old")));
+    assert!(values.contains(&Bytes::from_static(b"committed-kept")));
+    assert_eq!(markers_in(&log), vec![commit1, abort2, commit3]);
+    assert_eq!(log.aborted_transactions(0, log.log_end_offset()).len(), 1);
+
+    // Pass 2, past delete.retention.ms: the markers with no records left go (and the abort's
+    // index entry); the marker of the transaction whose record is still there stays.
+    clock.advance(2000);
+    fill(&log, "b", T0 + 2000);
+    log.run_compaction().unwrap();
+    assert_eq!(markers_in(&log), vec![commit3]);
+    assert!(log.aborted_transactions(0, log.log_end_offset()).is_empty());
+    let values: Vec<_> = read_all(&log, 0)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .collect();
+    assert!(values.contains(&Bytes::from_static(b"committed-kept")));
+
+    let leo = log.log_end_offset();
+    drop(log);
+    let log = open(dir.path(), compacted(), &clock);
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(markers_in(&log), vec![commit3]);
+    assert!(log.aborted_transactions(0, leo).is_empty());
+}

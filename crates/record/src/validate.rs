@@ -84,6 +84,10 @@ pub fn validate_records(
                 max: rules.decompressed_max_bytes,
             });
         }
+        // The fast walk only says yes or no; the detailed one explains a no.
+        if let Some(summary) = walk_slice(body, h, rules) {
+            return Ok(summary);
+        }
         return walk(&mut SliceSource { buf: body, pos: 0 }, h, rules);
     }
     let mut buf = [0u8; STREAM_BUF_BYTES];
@@ -121,6 +125,33 @@ trait Source {
     fn pos(&self) -> usize;
     /// Whether every byte has been consumed.
     fn at_end(&mut self) -> Result<bool, RecordError>;
+    /// The bytes available without reading more, for decoding a varint in place.
+    fn peek(&self) -> &[u8];
+    /// Consumes `n` bytes of what `peek` returned.
+    fn consume(&mut self, n: usize);
+}
+
+/// Decodes an unsigned LEB128 value of at most `max_bytes` bytes from the start of `buf`:
+/// Some((value, length)), or None when `buf` ends first.
+#[inline(always)]
+fn decode_uvarint(buf: &[u8], max_bytes: usize) -> Option<Result<(u64, usize), RecordError>> {
+    let n = buf.len().min(max_bytes);
+    let mut value = 0u64;
+    let mut i = 0;
+    while i < n {
+        let b = buf[i];
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(Ok((value, i + 1)));
+        }
+        i += 1;
+    }
+    if buf.len() >= max_bytes {
+        return Some(Err(invalid(
+            "Found invalid record structure: varint too long",
+        )));
+    }
+    None
 }
 
 struct SliceSource<'a> {
@@ -152,6 +183,16 @@ impl Source for SliceSource<'_> {
 
     fn at_end(&mut self) -> Result<bool, RecordError> {
         Ok(self.pos == self.buf.len())
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    #[inline]
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
     }
 }
 
@@ -258,14 +299,42 @@ impl<R: Read> Source for StreamSource<'_, R> {
     fn at_end(&mut self) -> Result<bool, RecordError> {
         Ok(!self.fill()?)
     }
+
+    #[inline(always)]
+    fn peek(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    #[inline]
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.consumed += n;
+    }
 }
 
 fn invalid(msg: impl Into<String>) -> RecordError {
     RecordError::InvalidRecord(msg.into())
 }
 
-#[inline]
+#[inline(always)]
 fn varint<S: Source>(src: &mut S) -> Result<i32, RecordError> {
+    // Fastest path: a one-byte varint (lengths and deltas of small records).
+    if let Some(&b) = src.peek().first() {
+        if b < 0x80 {
+            src.consume(1);
+            return Ok(i32::from(b >> 1) ^ -i32::from(b & 1));
+        }
+    }
+    // Fast path: the whole varint is in the buffer.
+    if let Some(r) = decode_uvarint(src.peek(), 5) {
+        let (v, n) = r?;
+        if n == 5 && v >> 32 != 0 {
+            return Err(invalid("Found invalid record structure: varint too long"));
+        }
+        src.consume(n);
+        let v = v as u32;
+        return Ok(((v >> 1) as i32) ^ -((v & 1) as i32));
+    }
     let mut value: u32 = 0;
     for i in 0..5 {
         let b = src
@@ -282,8 +351,22 @@ fn varint<S: Source>(src: &mut S) -> Result<i32, RecordError> {
     Err(invalid("Found invalid record structure: varint too long"))
 }
 
-#[inline]
+#[inline(always)]
 fn varlong<S: Source>(src: &mut S) -> Result<i64, RecordError> {
+    if let Some(&b) = src.peek().first() {
+        if b < 0x80 {
+            src.consume(1);
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
+    }
+    if let Some(r) = decode_uvarint(src.peek(), 10) {
+        let (v, n) = r?;
+        if n == 10 && src.peek()[9] & 0xfe != 0 {
+            return Err(invalid("Found invalid record structure: varlong too long"));
+        }
+        src.consume(n);
+        return Ok(((v >> 1) as i64) ^ -((v & 1) as i64));
+    }
     let mut value: u64 = 0;
     for i in 0..10 {
         let b = src
@@ -301,7 +384,7 @@ fn varlong<S: Source>(src: &mut S) -> Result<i64, RecordError> {
 }
 
 /// Skips a length-prefixed field of one record; returns whether it was null.
-#[inline]
+#[inline(always)]
 fn field<S: Source>(
     src: &mut S,
     record_end: usize,
@@ -327,6 +410,100 @@ fn field<S: Source>(
         ));
     }
     Ok(false)
+}
+
+/// One unsigned varint of at most `max_bytes` bytes at `*pos`, advancing it.
+#[inline(always)]
+fn uvarint_at(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+#[inline(always)]
+fn varint_at(buf: &[u8], pos: &mut usize) -> Option<i32> {
+    let v = uvarint_at(buf, pos, 5)?;
+    let v = u32::try_from(v).ok()?;
+    Some(((v >> 1) as i32) ^ -((v & 1) as i32))
+}
+
+#[inline(always)]
+fn varlong_at(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let v = uvarint_at(buf, pos, 10)?;
+    Some(((v >> 1) as i64) ^ -((v & 1) as i64))
+}
+
+/// Skips a length-prefixed field inside a record ending at `end` (`rec` is the buffer up
+/// to it); returns whether it was null (-1, allowed when `nullable`).
+#[inline(always)]
+fn field_at(rec: &[u8], pos: &mut usize, nullable: bool) -> Option<bool> {
+    let len = varint_at(rec, pos)?;
+    if len < 0 {
+        return (len == -1 && nullable).then_some(true);
+    }
+    let len = len as usize;
+    if len > rec.len() - *pos {
+        return None;
+    }
+    *pos += len;
+    Some(false)
+}
+
+/// The same checks as [`walk`] over an uncompressed records section, without error details:
+/// None on any failure (the caller re-runs `walk` for the message). This is the hot path of
+/// every produce, so it reads varints in place and carries no error values.
+fn walk_slice(buf: &[u8], h: &BatchHeader, rules: &RecordRules) -> Option<RecordsSummary> {
+    let create_time = h.timestamp_type() == TimestampKind::CreateTime;
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    let mut pos = 0usize;
+    for index in 0..h.records_count {
+        let len = varint_at(buf, &mut pos)?;
+        if len <= 0 || len as usize > buf.len() - pos {
+            return None;
+        }
+        let end = pos + len as usize;
+        let rec = &buf[..end];
+        pos += 1; // attributes
+        let timestamp_delta = varlong_at(rec, &mut pos)?;
+        if varint_at(rec, &mut pos)? != index {
+            return None;
+        }
+        let null_key = field_at(rec, &mut pos, true)?;
+        if null_key && rules.key_required {
+            return None;
+        }
+        field_at(rec, &mut pos, true)?;
+        let headers = varint_at(rec, &mut pos)?;
+        if headers < 0 || headers as usize > (end - pos) / 2 {
+            return None;
+        }
+        for _ in 0..headers {
+            field_at(rec, &mut pos, false)?;
+            field_at(rec, &mut pos, true)?;
+        }
+        if pos != end {
+            return None;
+        }
+        if create_time {
+            let ts = h.base_timestamp.wrapping_add(timestamp_delta);
+            if ts != crate::header::NO_TIMESTAMP {
+                lo = lo.min(ts);
+                hi = hi.max(ts);
+            }
+        }
+    }
+    (pos == buf.len()).then_some(RecordsSummary {
+        timestamps: (lo <= hi).then_some((lo, hi)),
+        records_bytes: pos,
+    })
 }
 
 fn walk<S: Source>(
@@ -631,6 +808,35 @@ mod tests {
             batch[21..23].copy_from_slice(&i16::from(codec.id()).to_be_bytes());
             recompute_crc(&mut batch).unwrap();
             let _ = check(&batch, &RecordRules::default());
+        }
+
+        /// The fast walk of uncompressed records and the detailed one agree on every input.
+        #[test]
+        fn fast_and_detailed_walks_agree(
+            records in proptest::collection::vec((any::<bool>(), 0i32..4, any::<i32>()), 0..6),
+            noise in proptest::collection::vec(any::<u8>(), 0..4),
+            at in any::<usize>(),
+            count_delta in -1i32..2,
+            key_required in any::<bool>(),
+        ) {
+            let mut body = Vec::new();
+            for (i, (keyed, headers, delta)) in records.iter().enumerate() {
+                let extra = vec![2u8; 2 * (*headers).max(0) as usize];
+                let offset_delta = if *delta % 7 == 0 { *delta } else { i as i32 };
+                body.extend(record(offset_delta, keyed.then_some(&b"k"[..]), *headers, &extra));
+            }
+            if !body.is_empty() && !noise.is_empty() {
+                let i = at % body.len();
+                body[i] = noise[0];
+            }
+            body.extend_from_slice(&noise[1.min(noise.len())..]);
+            let count = (records.len() as i32 + count_delta).max(1);
+            let batch = with_body(Compression::None, &body, count);
+            let h = validate_batch(&batch, usize::MAX).unwrap();
+            let rules = RecordRules { key_required, ..RecordRules::default() };
+            let fast = walk_slice(&batch[HEADER_LEN..], &h, &rules);
+            let slow = walk(&mut SliceSource { buf: &batch[HEADER_LEN..], pos: 0 }, &h, &rules);
+            prop_assert_eq!(fast, slow.ok());
         }
 
         #[test]

@@ -1,6 +1,14 @@
 //! The data directory's partition logs as a whole: opening a partition's log with its recovery
-//! point (a log that cannot be opened makes the partition offline, never the broker), and
-//! Kafka's `recovery-point-offset-checkpoint`, written periodically and at shutdown.
+//! point (a log that cannot be opened makes the partition offline, never the broker), Kafka's
+//! `recovery-point-offset-checkpoint`, written periodically and at shutdown, the partition cap
+//! derived from the open-file limit, and bringing offline partitions back without a restart.
+//!
+//! Bringing back: every `log.offline.retry.interval.ms`, a partition whose log went offline
+//! because append writes failed and were cut back (a full disk: `OfflineCause::Write`), or
+//! whose log could not be opened for an I/O reason (no descriptors, no space), is opened again
+//! from its files, with its durable offset as recovery point, once a probe write and fsync
+//! in its directory succeed. A log taken offline by a failed fsync is never brought back in
+//! the process (see `storage::OfflineCause::Other`); damage on disk is not retried either.
 
 use crate::replica::{OfflinePartition, Partition};
 use crate::state::BrokerState;
@@ -8,7 +16,24 @@ use model::{TopicConfig, TopicId, TopicPartition};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use storage::Log;
+use storage::{Log, LogOptions, OfflineCause};
+
+/// The partition cap the controller enforces: `max.broker.partitions`, lowered to half the
+/// open-file limit when that is smaller (every partition keeps at least its active segment
+/// open; the other half is left for connections, older segments and other files), with the
+/// reason when lowered. A topic is refused at CreateTopics rather than reported created with
+/// logs that cannot be opened.
+pub fn partition_cap(config: &model::BrokerConfig) -> (i64, Option<String>) {
+    let configured = i64::from(config.max_broker_partitions);
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    match nofile {
+        Some(n) if (n / 2) < configured as u64 => (
+            (n / 2) as i64,
+            Some(format!("half the open-file limit of {n}")),
+        ),
+        _ => (configured, None),
+    }
+}
 
 /// The recovery points read from the checkpoint at startup, updated by every checkpoint
 /// written since. Entries of offline partitions are kept as they were read.
@@ -47,8 +72,11 @@ pub fn open_partition(
     config: TopicConfig,
 ) {
     let dir = state.data_dir.join(tp.dir_name());
-    let rp = state.recovery_points.get(&tp.dir_name());
-    match Log::open_recovering(&dir, config, state.clock.clone(), rp) {
+    let options = LogOptions {
+        recovery_point: state.recovery_points.get(&tp.dir_name()),
+        flusher: Some(state.flusher.clone()),
+    };
+    match Log::open_with(&dir, config, state.clock.clone(), options) {
         Ok(log) => {
             state.replicas.clear_offline(&tp);
             state
@@ -62,10 +90,37 @@ pub fn open_partition(
                 tp,
                 topic_id,
                 leader_epoch,
+                retryable: matches!(e, storage::StorageError::Io { .. }),
                 reason: e.to_string(),
             });
         }
     }
+}
+
+/// Opens the logs of `partitions` (see [`open_partition`]) on `log.io.threads` threads.
+pub fn open_partitions(
+    state: &BrokerState,
+    partitions: Vec<(TopicPartition, TopicId, i32, TopicConfig)>,
+) {
+    let threads = (state.config.log_io_threads.max(1) as usize).min(partitions.len());
+    if threads <= 1 {
+        for (tp, id, epoch, config) in partitions {
+            open_partition(state, tp, id, epoch, config);
+        }
+        return;
+    }
+    let queue = std::sync::Mutex::new(partitions);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let Some((tp, id, epoch, config)) = next else {
+                    return;
+                };
+                open_partition(state, tp, id, epoch, config);
+            });
+        }
+    });
 }
 
 /// Writes the recovery-point checkpoint: each hosted log's durable offset; offline partitions
@@ -104,6 +159,83 @@ pub fn spawn_checkpointer(state: &Arc<BrokerState>) {
             let s = st.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || write_checkpoint(&s)).await {
                 tracing::error!(error = %e, "recovery-point checkpoint task panicked");
+            }
+        }
+    });
+}
+
+/// Whether a probe write and fsync succeed in `dir` (writes that failed for lack of space
+/// would now work).
+fn writes_succeed(dir: &std::path::Path) -> bool {
+    use std::io::Write;
+    let path = dir.join(".write-probe.tmp");
+    let result = std::fs::File::create(&path).and_then(|mut f| {
+        f.write_all(&[0u8; 64 * 1024])?;
+        f.sync_all()
+    });
+    let _ = std::fs::remove_file(&path);
+    result.is_ok()
+}
+
+/// One pass of bringing offline partitions back (see the module docs).
+pub fn retry_offline(state: &BrokerState) {
+    let _guard = state.reconcile_guard();
+    for p in state.replicas.all() {
+        if p.log.offline_cause() != Some(OfflineCause::Write) || !writes_succeed(p.log.dir()) {
+            continue;
+        }
+        let options = LogOptions {
+            recovery_point: Some(p.log.durable_offset()),
+            flusher: Some(state.flusher.clone()),
+        };
+        let config = (*p.log.config()).clone();
+        match Log::open_with(p.log.dir(), config, state.clock.clone(), options) {
+            Ok(log) => {
+                let back = Partition::new(p.tp.clone(), p.topic_id, log, p.leader_epoch());
+                tracing::warn!(partition = %p.tp, log_end = back.log.log_end_offset(),
+                    "partition log re-opened after failed writes; the partition is back online");
+                state.replicas.insert(Arc::new(back));
+                state.notify_data();
+            }
+            Err(e) => {
+                tracing::error!(partition = %p.tp, error = %e, "re-opening an offline partition log failed");
+            }
+        }
+    }
+    let image = state.image();
+    for o in state.replicas.all_offline() {
+        let dir = state.data_dir.join(o.tp.dir_name());
+        if !o.retryable || !writes_succeed(&dir) {
+            continue;
+        }
+        let Some(topic) = image.topic(&o.tp.topic).filter(|t| t.id == o.topic_id) else {
+            continue;
+        };
+        let config = state.topic_config(topic);
+        open_partition(state, o.tp.clone(), o.topic_id, o.leader_epoch, config);
+        if state.replicas.get(&o.tp.topic, o.tp.partition).is_some() {
+            tracing::warn!(partition = %o.tp, "partition log opened on retry; the partition is back online");
+            state.notify_data();
+        }
+    }
+}
+
+/// Runs [`retry_offline`] every `log.offline.retry.interval.ms` until shutdown.
+pub fn spawn_offline_retry(state: &Arc<BrokerState>) {
+    let period = Duration::from_millis(state.config.log_offline_retry_interval_ms.max(10) as u64);
+    let st = state.clone();
+    state.tasks.spawn(async move {
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = st.cancel.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            let s = st.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || retry_offline(&s)).await {
+                tracing::error!(error = %e, "offline partition retry panicked");
             }
         }
     });

@@ -88,6 +88,9 @@ pub struct OfflinePartition {
     pub leader_epoch: i32,
     /// Why the log could not be opened.
     pub reason: String,
+    /// An I/O error (no file descriptors, no space) that may go away: opening is retried.
+    /// Damage on disk is not retried.
+    pub retryable: bool,
 }
 
 /// The map of hosted partitions, keyed by name and partition index, and of the assigned

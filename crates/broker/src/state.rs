@@ -10,7 +10,7 @@ use metadata::{
     ControllerError, FileMetadataLog, MetadataImage, MetadataStore, NewTopic, TopicImage,
 };
 use model::{BrokerConfig, TopicConfig, TopicPartition};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +47,8 @@ pub struct BrokerState {
     /// byte of every frame being read or handled (see `connection`).
     pub request_budget: Arc<tokio::sync::Semaphore>,
     pub request_budget_bytes: usize,
+    /// The pool that runs every log's group-commit fsyncs (`log.io.threads` threads).
+    pub flusher: Arc<storage::Flusher>,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -71,8 +73,12 @@ impl BrokerState {
             source,
         })?;
         let log = FileMetadataLog::open(&data_dir.join(METADATA_DIR))?;
+        let (cap, cap_note) = log_dirs::partition_cap(&config);
+        if let Some(note) = &cap_note {
+            tracing::warn!(max_broker_partitions = cap, reason = %note, "partition cap lowered");
+        }
         let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?
-            .with_max_broker_partitions(i64::from(config.max_broker_partitions));
+            .with_partition_cap(cap, cap_note);
         metadata.register(config.cluster_id.clone(), host, port)?;
         let recovery_points = RecoveryPoints::load(&data_dir);
         let request_budget_bytes = crate::memory::request_budget_bytes(&config);
@@ -80,7 +86,15 @@ impl BrokerState {
             queued_max_request_bytes = request_budget_bytes,
             "broker-wide request budget"
         );
+        let flusher =
+            storage::Flusher::new(config.log_io_threads.max(1) as usize).map_err(|source| {
+                BrokerError::DataDir {
+                    path: "flusher threads".into(),
+                    source,
+                }
+            })?;
         let state = Arc::new(BrokerState {
+            flusher,
             recovery_points,
             request_budget: Arc::new(tokio::sync::Semaphore::new(request_budget_bytes)),
             request_budget_bytes,
@@ -129,54 +143,37 @@ impl BrokerState {
         self.data_version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Opens logs for partitions the image assigns to this broker, applies config changes,
-    /// and closes and deletes logs of partitions that are gone.
-    pub fn reconcile(&self) -> Result<(), BrokerError> {
-        let _guard = self
-            .reconcile_lock
+    /// Serialises changes to the hosted partitions (reconciliation, re-opening logs).
+    pub(crate) fn reconcile_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.reconcile_lock
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Opens logs for partitions the image assigns to this broker, applies config changes,
+    /// and closes and deletes logs of partitions that are gone. New logs are opened on
+    /// `log.io.threads` threads at once (thousands of partitions take a few fsyncs each).
+    pub fn reconcile(&self) -> Result<(), BrokerError> {
+        let _guard = self.reconcile_guard();
         let image = self.image();
-        let mut wanted = HashSet::new();
+        let mut wanted: HashMap<TopicPartition, (model::TopicId, i32, TopicConfig)> =
+            HashMap::new();
         for topic in image.topics.values() {
             let config = self.topic_config(topic);
             for (i, p) in topic.partitions.iter().enumerate() {
-                if !p.replicas.contains(&self.node_id) {
-                    continue;
-                }
-                let tp = TopicPartition::new(topic.name.clone(), i as i32);
-                wanted.insert(tp.clone());
-                if self
-                    .replicas
-                    .offline_partition(&tp)
-                    .is_some_and(|o| o.topic_id == topic.id)
-                {
-                    // Offline: left alone here (re-opening re-scans and re-logs the damage).
-                    continue;
-                }
-                match self.replicas.get(&topic.name, i as i32) {
-                    Some(existing) if existing.topic_id == topic.id => {
-                        existing.log.update_config(config.clone());
-                    }
-                    stale => {
-                        if let Some(old) = stale {
-                            self.drop_partition(&old);
-                        }
-                        log_dirs::open_partition(
-                            self,
-                            tp,
-                            topic.id,
-                            p.leader_epoch,
-                            config.clone(),
-                        );
-                    }
+                if p.replicas.contains(&self.node_id) {
+                    let tp = TopicPartition::new(topic.name.clone(), i as i32);
+                    wanted.insert(tp, (topic.id, p.leader_epoch, config.clone()));
                 }
             }
         }
+        let same_topic = |tp: &TopicPartition, id: model::TopicId| {
+            wanted.get(tp).is_some_and(|(want, _, _)| *want == id)
+        };
+        // Gone first (their topic's deletion is committed: their data may go), so a recreated
+        // topic never opens the old directory.
         for o in self.replicas.all_offline() {
-            let current = image.topic(&o.tp.topic).map(|t| t.id);
-            if !wanted.contains(&o.tp) || current != Some(o.topic_id) {
-                // Its topic's deletion is committed: its data may go.
+            if !same_topic(&o.tp, o.topic_id) {
                 self.replicas.clear_offline(&o.tp);
                 let dir = self.data_dir.join(o.tp.dir_name());
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -185,10 +182,22 @@ impl BrokerState {
             }
         }
         for p in self.replicas.all() {
-            if !wanted.contains(&p.tp) {
+            if !same_topic(&p.tp, p.topic_id) {
                 self.drop_partition(&p);
             }
         }
+        let mut to_open = Vec::new();
+        for (tp, (topic_id, leader_epoch, config)) in wanted {
+            if self.replicas.offline_partition(&tp).is_some() {
+                // Offline: left alone here (re-opening re-scans and re-logs the damage).
+                continue;
+            }
+            match self.replicas.get(&tp.topic, tp.partition) {
+                Some(existing) => existing.log.update_config(config),
+                None => to_open.push((tp, topic_id, leader_epoch, config)),
+            }
+        }
+        log_dirs::open_partitions(self, to_open);
         Ok(())
     }
 
@@ -302,6 +311,7 @@ impl BrokerState {
             },
         );
         log_dirs::spawn_checkpointer(self);
+        log_dirs::spawn_offline_retry(self);
         self.spawn_periodic(
             "compaction",
             every(self.config.log_cleaner_backoff_ms),
@@ -343,11 +353,22 @@ impl BrokerState {
 
     /// Flushes every log, writes clean-shutdown markers and the recovery-point checkpoint.
     pub fn close_logs(&self) {
-        for p in self.replicas.all() {
-            if let Err(e) = p.log.close() {
-                tracing::error!(partition = %p.tp, error = %e, "closing log failed");
+        // Each close is a few fsyncs: thousands of partitions close on `log.io.threads`
+        // threads at once.
+        let partitions = self.replicas.all();
+        let threads = (self.config.log_io_threads.max(1) as usize).min(partitions.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(p) = partitions.get(i) else { return };
+                    if let Err(e) = p.log.close() {
+                        tracing::error!(partition = %p.tp, error = %e, "closing log failed");
+                    }
+                });
             }
-        }
+        });
         log_dirs::write_checkpoint(self);
     }
 

@@ -69,13 +69,15 @@ pub fn check_partition_cap(
     node: NodeId,
     adding: i64,
     max_partitions: i64,
+    note: Option<&str>,
 ) -> Result<(), ControllerError> {
     let hosted = partitions_on(image, node);
     if adding > 0 && hosted.saturating_add(adding) > max_partitions {
+        let why = note.map(|n| format!(" ({n})")).unwrap_or_default();
         return Err(ControllerError::new(
             ErrorCode::PolicyViolation,
             format!(
-                "Adding {adding} partition(s) would exceed max.broker.partitions={max_partitions} \
+                "Adding {adding} partition(s) would exceed max.broker.partitions={max_partitions}{why} \
                  on broker {node}, which hosts {hosted}."
             ),
         ));

@@ -62,6 +62,8 @@ pub struct MetadataStore {
     image: RwLock<Arc<MetadataImage>>,
     /// `max.broker.partitions`: checked before any topic or partition is created.
     max_broker_partitions: i64,
+    /// Why the cap is what it is, when not simply the configured value (for the error).
+    partition_cap_note: Option<String>,
 }
 
 impl std::fmt::Debug for MetadataStore {
@@ -93,12 +95,21 @@ impl MetadataStore {
             }),
             image: RwLock::new(Arc::new(image)),
             max_broker_partitions: i64::from(i32::MAX),
+            partition_cap_note: None,
         })
     }
 
     /// Sets the partition cap (`max.broker.partitions`) enforced at creation.
     pub fn with_max_broker_partitions(mut self, max: i64) -> MetadataStore {
         self.max_broker_partitions = max.max(1);
+        self
+    }
+
+    /// Sets the partition cap with the reason it is lower than configured (e.g. the
+    /// open-file limit), which the refusal then names.
+    pub fn with_partition_cap(mut self, max: i64, note: Option<String>) -> MetadataStore {
+        self.max_broker_partitions = max.max(1);
+        self.partition_cap_note = note;
         self
     }
 
@@ -294,6 +305,7 @@ impl MetadataStore {
             // Every partition gets a replica on this node (single node placement).
             i64::from(partitions),
             self.max_broker_partitions,
+            self.partition_cap_note.as_deref(),
         )?;
         let topic_id = TopicId::random();
         let record = MetadataRecord::CreateTopic {
@@ -367,6 +379,7 @@ impl MetadataStore {
             self.node_id,
             i64::from(count) - i64::from(current),
             self.max_broker_partitions,
+            self.partition_cap_note.as_deref(),
         )?;
         if !validate_only {
             self.commit(

@@ -377,6 +377,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "partitions this broker may host (KIP-578's name); CreateTopics and CreatePartitions past it fail with POLICY_VIOLATION",
     ),
     broker(
+        "log.io.threads",
+        "2",
+        ConfigType::Int,
+        "threads of the log I/O pool: the group-committed fsyncs of every log, and opening or closing logs in bulk (Moldau; not one per partition)",
+    ),
+    broker(
+        "log.offline.retry.interval.ms",
+        "10000",
+        ConfigType::Long,
+        "how often partitions offline after failed writes (a full disk) or a failed open are tried again (Moldau)",
+    ),
+    broker(
         "log.flush.offset.checkpoint.interval.ms",
         "60000",
         ConfigType::Int,
@@ -734,6 +746,10 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: i64,
     pub log_cleaner_backoff_ms: i64,
     pub log_flush_scheduler_interval_ms: i64,
+    /// `log.offline.retry.interval.ms`: how often offline partitions are tried again.
+    pub log_offline_retry_interval_ms: i64,
+    /// `log.io.threads`: the log I/O pool's threads (Moldau's key): fsyncs, bulk opens/closes.
+    pub log_io_threads: i32,
     /// `log.flush.offset.checkpoint.interval.ms`: how often recovery points are checkpointed.
     pub log_flush_offset_checkpoint_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
@@ -971,6 +987,8 @@ impl BrokerConfig {
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
             log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
             log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,
+            log_io_threads: int("log.io.threads", 1)?,
+            log_offline_retry_interval_ms: long("log.offline.retry.interval.ms", 1)?,
             log_flush_offset_checkpoint_interval_ms: long(
                 "log.flush.offset.checkpoint.interval.ms",
                 1,

@@ -77,11 +77,35 @@ fn server(args: ServerArgs) -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    raise_open_file_limit();
     match run_server(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("moldau: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft open-file limit to the hard one: every partition holds its segment files
+/// open, and each connection takes a descriptor. The broker's partition cap then follows the
+/// limit it really has.
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::info!(from = ?limit.current, to = ?limit.maximum, "raised the open-file limit")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, limit = ?limit.current, "could not raise the open-file limit")
         }
     }
 }

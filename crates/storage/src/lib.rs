@@ -37,6 +37,7 @@ mod cleaner;
 mod clock;
 mod epoch;
 mod error;
+mod flusher;
 mod index;
 mod log;
 mod producer;
@@ -49,8 +50,10 @@ pub use epoch::{
     EpochEndOffset, EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use error::{AppendError, ReadError, StorageError};
+pub use flusher::Flusher;
 pub use log::{
-    AppendInfo, CompactionStats, Log, ReadResult, RetentionStats, PRODUCER_ID_EXPIRATION_MS,
+    AppendInfo, CompactionStats, Log, LogOptions, OfflineCause, ReadResult, RetentionStats,
+    PRODUCER_ID_EXPIRATION_MS,
 };
 pub use producer::{ProducerSnapshot, RETAINED_BATCHES};
 pub use recovery::{read_recovery_points, write_recovery_points, RECOVERY_POINT_FILE};

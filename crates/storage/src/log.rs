@@ -8,8 +8,9 @@
 //! reads, so they run concurrently with appends. Offsets become visible to readers only
 //! after their bytes and index entries are in place (`Segment::publish`, then `leo`).
 //!
-//! Group commit: a dedicated flusher thread owned by the log performs fsyncs. Callers of
-//! `wait_durable` raise the requested offset and wait on a watch channel; while one fsync
+//! Group commit: a thread of the shared flusher pool (`flusher`) performs fsyncs. Callers of
+//! `wait_durable` raise the requested offset, queue the log in the pool and wait on a watch
+//! channel; while one fsync
 //! runs, all appends that land meanwhile are covered by the next one, so any number of
 //! concurrent waiters share one fsync per round. A failed fsync takes the log offline for
 //! good (never retried: the kernel may have dropped the dirty pages).
@@ -20,11 +21,10 @@ use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use model::{TimestampType, TopicConfig};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 use record::{
     decode_records, parse_end_txn_marker, set_base_offset, set_log_append_time_split,
     set_partition_leader_epoch, split_batches, validate_batch, validate_batch_structure,
@@ -35,6 +35,7 @@ use record::{
 use crate::clock::Clock;
 use crate::epoch::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 use crate::error::{AppendError, ReadError, StorageError};
+use crate::flusher::{FlushQueue, Flusher};
 use crate::index::{read_file_opt, write_file_atomic};
 use crate::producer::{Check, ProducerSnapshot, ProducerStateMap};
 use crate::segment::{file_name, Segment};
@@ -60,6 +61,30 @@ enum Origin {
     Coordinator,
     /// A copy from the leader: structure checked, offsets kept, no producer checks.
     Replication,
+}
+
+/// Why a log went offline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OfflineCause {
+    /// Append writes failed (a full disk, typically) and were cut back: the files hold
+    /// exactly what was acknowledged before, so opening the log again from them is safe once
+    /// writes succeed again.
+    Write,
+    /// A failed fsync, a write that could not be cut back, or another failure after which
+    /// the files may not hold what the log believed. Never retried in this process: after a
+    /// failed fsync the kernel may have dropped the unwritten pages while still serving them
+    /// from its cache as clean, so neither this log nor a re-opened one could tell what is
+    /// really on disk (PostgreSQL's "fsyncgate"). A restart recovers the log as after a crash.
+    Other,
+}
+
+/// How [`Log::open_with`] opens a log.
+#[derive(Clone, Debug, Default)]
+pub struct LogOptions {
+    /// The log's entry in its data directory's recovery-point checkpoint.
+    pub recovery_point: Option<i64>,
+    /// The pool that runs its group-commit fsyncs (default: the process-wide one).
+    pub flusher: Option<Arc<Flusher>>,
 }
 
 /// The outcome of a successful append.
@@ -131,6 +156,9 @@ pub(crate) struct Shared {
     log_start: AtomicI64,
     durable: AtomicI64,
     offline: AtomicBool,
+    /// Whether every failure that took the log offline left its files intact (see
+    /// `Log::offline_cause`).
+    offline_reopenable: AtomicBool,
     closed: AtomicBool,
     unflushed_messages: AtomicI64,
     last_flush_ms: AtomicI64,
@@ -145,7 +173,9 @@ pub(crate) struct Shared {
     /// Test seam: makes the next segment fsync fail, to exercise the offline path.
     fail_next_sync: AtomicBool,
     flush_req: Mutex<FlushRequest>,
-    flush_cv: Condvar,
+    /// Set while the log waits in the flusher pool's queue (queued at most once).
+    pub(crate) flush_queued: AtomicBool,
+    flusher: Arc<FlushQueue>,
     durable_tx: tokio::sync::watch::Sender<i64>,
 }
 
@@ -153,7 +183,6 @@ pub(crate) struct Shared {
 /// `close` is a crash as far as the files are concerned (the next open recovers).
 pub struct Log {
     pub(crate) shared: Arc<Shared>,
-    flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -230,7 +259,23 @@ impl Shared {
     }
 
     /// Takes the log offline after an I/O failure; loud, and permanent for this instance.
+    /// The files may no longer match what the log believed (a failed fsync, a failed
+    /// truncation): re-opening is not safe without an operator.
     pub fn go_offline(&self, err: StorageError) -> StorageError {
+        self.offline_reopenable.store(false, Ordering::Release);
+        self.set_offline(err)
+    }
+
+    /// Takes the log offline after an append write that failed and was cut back: the files
+    /// hold exactly what they held before it, so the log can be opened again from them.
+    pub(crate) fn go_offline_after_write(&self, err: StorageError) -> StorageError {
+        if !self.offline() {
+            self.offline_reopenable.store(true, Ordering::Release);
+        }
+        self.set_offline(err)
+    }
+
+    fn set_offline(&self, err: StorageError) -> StorageError {
         if !self.offline.swap(true, Ordering::AcqRel) {
             tracing::error!(dir = %self.dir.display(), error = %err,
                 "log is going offline after a failed write or fsync; it will not be retried");
@@ -294,24 +339,22 @@ impl Shared {
         Ok(())
     }
 
-    fn flusher_loop(self: Arc<Self>) {
-        loop {
-            {
-                let mut r = self.flush_req.lock();
-                loop {
-                    if r.shutdown {
-                        return;
-                    }
-                    let durable = self.durable.load(Ordering::Acquire);
-                    if !self.offline() && r.requested > durable && self.leo() > durable {
-                        break;
-                    }
-                    self.flush_cv.wait(&mut r);
-                }
-            }
-            // Errors are published through `offline`; waiters see them.
-            let _ = self.flush_inner();
+    /// Whether a waiter asked for an fsync the log still needs.
+    fn flush_wanted(&self) -> bool {
+        let r = self.flush_req.lock();
+        let durable = self.durable.load(Ordering::Acquire);
+        !r.shutdown && !self.offline() && r.requested > durable && self.leo() > durable
+    }
+
+    /// Runs the fsync waiters asked for, if still needed (called by the flusher pool);
+    /// returns whether more was asked for meanwhile. Errors are published through
+    /// `offline`, where waiters see them.
+    pub(crate) fn flush_if_requested(&self) -> bool {
+        if !self.flush_wanted() {
+            return false;
         }
+        let _ = self.flush_inner();
+        self.flush_wanted()
     }
 
     pub fn config(&self) -> Arc<TopicConfig> {
@@ -509,20 +552,26 @@ impl Log {
         config: TopicConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Log, StorageError> {
-        Log::open_recovering(dir, config, clock, None)
+        Log::open_with(dir, config, clock, LogOptions::default())
     }
 
     /// Opens (recovering if needed) or creates the partition log in `dir`. After a crash,
-    /// only bytes at or after `recovery_point` (the log's entry in the data directory's
-    /// recovery-point checkpoint; at least the last segment's base offset) may be cut as a
-    /// torn tail; damage anywhere else fails the open with `StorageError::Corrupt` and
-    /// changes nothing on disk (see `recovery`).
-    pub fn open_recovering(
+    /// only bytes at or after `options.recovery_point` (the log's entry in the data
+    /// directory's recovery-point checkpoint; at least the last segment's base offset) may be
+    /// cut as a torn tail; damage anywhere else fails the open with `StorageError::Corrupt`
+    /// and changes nothing on disk (see `recovery`). Group-commit fsyncs run on
+    /// `options.flusher` (default: the process-wide pool).
+    pub fn open_with(
         dir: &Path,
         config: TopicConfig,
         clock: Arc<dyn Clock>,
-        recovery_point: Option<i64>,
+        options: LogOptions,
     ) -> Result<Log, StorageError> {
+        let recovery_point = options.recovery_point;
+        let flusher = options
+            .flusher
+            .unwrap_or_else(Flusher::shared_default)
+            .queue();
         fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
@@ -577,6 +626,7 @@ impl Log {
             log_start: AtomicI64::new(log_start),
             durable: AtomicI64::new(leo),
             offline: AtomicBool::new(false),
+            offline_reopenable: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             unflushed_messages: AtomicI64::new(0),
             last_flush_ms: AtomicI64::new(now),
@@ -589,7 +639,8 @@ impl Log {
                 requested: 0,
                 shutdown: false,
             }),
-            flush_cv: Condvar::new(),
+            flush_queued: AtomicBool::new(false),
+            flusher,
             durable_tx,
         });
         {
@@ -601,23 +652,16 @@ impl Log {
             // The marker must be gone (durably) before anything new is written, or a crash
             // later would skip the recovery scan.
             fs::remove_file(&marker).map_err(|e| StorageError::io("remove", &marker, e))?;
-        } else {
-            // What recovery kept may still be only in the page cache (process crash).
+        } else if !bases.is_empty() {
+            // What recovery kept may still be only in the page cache (process crash). A brand
+            // new log has nothing to make durable but its directory.
             let active = shared.active();
             active
                 .sync()
                 .map_err(|e| StorageError::io("fsync", active.log_path(), e))?;
         }
         sync_dir(dir)?;
-        let s2 = Arc::clone(&shared);
-        let flusher = std::thread::Builder::new()
-            .name("log-flusher".into())
-            .spawn(move || s2.flusher_loop())
-            .map_err(|e| StorageError::io("spawn flusher thread", dir, e))?;
-        Ok(Log {
-            shared,
-            flusher: Mutex::new(Some(flusher)),
-        })
+        Ok(Log { shared })
     }
 
     pub fn dir(&self) -> &Path {
@@ -846,8 +890,15 @@ impl Log {
             slices.push(IoSlice::new(hdr));
             slices.push(IoSlice::new(&p[HEADER_LEN..]));
         }
-        if let Err(e) = seg.write_all(&mut slices) {
-            return Err(s.go_offline(e).into());
+        if let Err(w) = seg.write_all(&mut slices) {
+            // A write that failed and was cut back (disk full) leaves the files as they were:
+            // the log may be opened again once writes succeed (`offline_cause`).
+            return Err(if w.cut_back {
+                s.go_offline_after_write(w.error)
+            } else {
+                s.go_offline(w.error)
+            }
+            .into());
         }
 
         let interval = config.index_interval_bytes.max(0) as u64;
@@ -1338,7 +1389,7 @@ impl Log {
                 let mut r = s.flush_req.lock();
                 r.requested = r.requested.max(offset + 1);
             }
-            s.flush_cv.notify_one();
+            s.flusher.request(&self.shared);
             if rx.changed().await.is_err() {
                 return Err(StorageError::Offline(s.dir.clone()));
             }
@@ -1394,12 +1445,9 @@ impl Log {
         self.shared.append.lock().producers.get(producer_id)
     }
 
+    /// The flusher pool does nothing more for this log (queued requests find `shutdown`).
     fn stop_flusher(&self) {
         self.shared.flush_req.lock().shutdown = true;
-        self.shared.flush_cv.notify_all();
-        if let Some(h) = self.flusher.lock().take() {
-            let _ = h.join();
-        }
     }
 
     /// Flushes, writes indexes and a producer snapshot, then the clean-shutdown marker so
@@ -1445,6 +1493,19 @@ impl Log {
     /// Whether a failed write or fsync took this log offline.
     pub fn is_offline(&self) -> bool {
         self.shared.offline()
+    }
+
+    /// Why the log is offline, if it is. Only [`OfflineCause::Write`] may be brought back by
+    /// opening the log again from its files.
+    pub fn offline_cause(&self) -> Option<OfflineCause> {
+        let s = &*self.shared;
+        s.offline().then(|| {
+            if s.offline_reopenable.load(Ordering::Acquire) {
+                OfflineCause::Write
+            } else {
+                OfflineCause::Other
+            }
+        })
     }
 }
 

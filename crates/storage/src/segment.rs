@@ -80,6 +80,14 @@ impl SegmentMeta {
     }
 }
 
+/// A failed append write: the error, and whether the file was cut back to its size before
+/// the write (then it holds exactly what it held, and only the write is lost).
+#[derive(Debug)]
+pub(crate) struct WriteError {
+    pub error: StorageError,
+    pub cut_back: bool,
+}
+
 /// Bytes at the end of a segment file that are not valid batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Damage {
@@ -415,9 +423,9 @@ impl Segment {
     }
 
     /// Writes all slices at the end of the file. On error the file is cut back to its
-    /// previous size so nothing partial stays; if even that fails the error says so and
-    /// the caller takes the log offline.
-    pub fn write_all(&self, slices: &mut [IoSlice<'_>]) -> Result<(), StorageError> {
+    /// previous size so nothing partial stays; the error says whether that worked (if not,
+    /// the file's tail is unknown).
+    pub fn write_all(&self, slices: &mut [IoSlice<'_>]) -> Result<(), WriteError> {
         let mut slices = slices;
         let mut f = &self.file;
         while !slices.is_empty() {
@@ -436,11 +444,14 @@ impl Segment {
         Ok(())
     }
 
-    fn undo_partial(&self, e: std::io::Error) -> StorageError {
+    fn undo_partial(&self, e: std::io::Error) -> WriteError {
         let size = self.size();
-        let _ = self.file.set_len(size);
-        let _ = (&self.file).seek(SeekFrom::Start(size));
-        StorageError::io("append to segment", self.log_path(), e)
+        let cut_back =
+            self.file.set_len(size).is_ok() && (&self.file).seek(SeekFrom::Start(size)).is_ok();
+        WriteError {
+            error: StorageError::io("append to segment", self.log_path(), e),
+            cut_back,
+        }
     }
 
     /// Publishes `new_size` bytes to readers (after the bytes are written and indexed).

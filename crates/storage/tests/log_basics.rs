@@ -262,6 +262,8 @@ fn a_failed_fsync_takes_the_log_offline_for_good() {
     let e = rt.block_on(log.wait_durable(0)).unwrap_err();
     assert_eq!(e.error_code(), ErrorCode::KafkaStorageError);
     assert!(log.is_offline());
+    // Not a cut-back write: never to be re-opened in this process (fsyncgate).
+    assert_eq!(log.offline_cause(), Some(storage::OfflineCause::Other));
     assert_eq!(log.durable_offset(), 0);
     // Never retried: flushes and appends keep failing; reads of what is there still work.
     assert!(log.flush().is_err());
@@ -408,4 +410,61 @@ fn transactions_bound_the_stable_offset_and_aborts_are_listed() {
     log.truncate_to(6).unwrap();
     assert_eq!(log.first_unstable_offset(), Some(2));
     assert!(log.aborted_transactions(0, 100).is_empty());
+}
+
+/// Group commit runs on a shared pool: a thousand open logs add no thread.
+#[test]
+fn many_logs_share_the_flusher_pool() {
+    fn threads() -> usize {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let pool = storage::Flusher::new(3).unwrap();
+    let first = open(&dir.path().join("warm"), TopicConfig::default(), &clock);
+    drop(first);
+    let before = threads();
+    let logs: Vec<storage::Log> = (0..1000)
+        .map(|i| {
+            let options = storage::LogOptions {
+                flusher: Some(pool.clone()),
+                ..Default::default()
+            };
+            storage::Log::open_with(
+                &dir.path().join(format!("p-{i}")),
+                TopicConfig::default(),
+                clock.clone(),
+                options,
+            )
+            .unwrap()
+        })
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for log in &logs {
+        log.append(batch("x", 1, T0), 0).unwrap();
+    }
+    rt.block_on(async {
+        for log in &logs {
+            log.wait_durable(0).await.unwrap();
+        }
+    });
+    assert!(logs.iter().all(|l| l.durable_offset() == 1));
+    // Other tests of this binary may run threads too; a thread per log would add 1,000.
+    assert!(
+        threads() < before + 50,
+        "{} threads before, {} after",
+        before,
+        threads()
+    );
+    assert_eq!(pool.threads(), 3);
 }

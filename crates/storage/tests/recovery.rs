@@ -182,6 +182,19 @@ fn stray_and_garbage_files_never_panic() {
     assert_eq!(snapshot(dir.path()), before);
 }
 
+fn open_at(
+    dir: &Path,
+    config: TopicConfig,
+    clock: std::sync::Arc<storage::ManualClock>,
+    recovery_point: Option<i64>,
+) -> Result<Log, storage::StorageError> {
+    let options = storage::LogOptions {
+        recovery_point,
+        ..Default::default()
+    };
+    Log::open_with(dir, config, clock, options)
+}
+
 /// Every file of a directory with its bytes.
 fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
     let mut files: Vec<_> = fs::read_dir(dir)
@@ -231,7 +244,7 @@ fn one_bad_byte_in_an_older_segment_keeps_every_later_segment() {
         fs::write(victim, &bytes).unwrap();
         let damaged = snapshot(dir.path());
         for rp in [None, Some(0), Some(leo)] {
-            let err = Log::open_recovering(dir.path(), config(), clock.clone(), rp).unwrap_err();
+            let err = open_at(dir.path(), config(), clock.clone(), rp).unwrap_err();
             let msg = err.to_string();
             assert!(
                 msg.contains(&victim.display().to_string()) && msg.contains("sealed segment"),
@@ -241,7 +254,7 @@ fn one_bad_byte_in_an_older_segment_keeps_every_later_segment() {
         }
         bytes[at] ^= 0x40;
         fs::write(victim, &bytes).unwrap();
-        let log = Log::open_recovering(dir.path(), config(), clock.clone(), Some(leo)).unwrap();
+        let log = open_at(dir.path(), config(), clock.clone(), Some(leo)).unwrap();
         assert_eq!(log.log_end_offset(), leo);
         assert_eq!(read_all(&log, 0).len() as i64, leo);
     }
@@ -281,22 +294,21 @@ fn the_recovery_point_decides_what_may_be_cut_in_the_active_segment() {
     copy_dir(src.path(), dir.path());
     flip(dir.path());
     let before = snapshot(dir.path());
-    let err =
-        Log::open_recovering(dir.path(), config.clone(), clock.clone(), Some(40)).unwrap_err();
+    let err = open_at(dir.path(), config.clone(), clock.clone(), Some(40)).unwrap_err();
     assert!(
         err.to_string().contains("below the recovery point 40"),
         "{err}"
     );
     assert_eq!(snapshot(dir.path()), before);
     // Without a checkpoint only the segment's base is known durable: the tail is cut there.
-    let log = Log::open_recovering(dir.path(), config.clone(), clock.clone(), None).unwrap();
+    let log = open_at(dir.path(), config.clone(), clock.clone(), None).unwrap();
     assert_eq!(log.log_end_offset(), first_bad);
     drop(log);
     // A recovery point below the damage: a torn tail, cut.
     let dir = tempfile::tempdir().unwrap();
     copy_dir(src.path(), dir.path());
     flip(dir.path());
-    let log = Log::open_recovering(dir.path(), config, clock.clone(), Some(8)).unwrap();
+    let log = open_at(dir.path(), config, clock.clone(), Some(8)).unwrap();
     assert_eq!(log.log_end_offset(), first_bad);
     assert!(leo > first_bad);
 }

@@ -23,7 +23,7 @@ pub fn create_topics(
     state: &Arc<BrokerState>,
     req: CreateTopicsRequest,
     version: i16,
-) -> CreateTopicsResponse {
+) -> (CreateTopicsResponse, bool) {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
         *seen.entry(t.name.0.to_string()).or_default() += 1;
@@ -124,10 +124,12 @@ pub fn create_topics(
             Err(e) => results.push(fail(e.code, e.message)),
         }
     }
-    if created_any {
-        state.reconcile_or_log();
-    }
-    CreateTopicsResponse::default().with_topics(results)
+    // The new partitions' logs are opened by the caller (`handlers::after_reconcile`), off
+    // the connection's task.
+    (
+        CreateTopicsResponse::default().with_topics(results),
+        created_any,
+    )
 }
 
 fn topic_configs(
@@ -215,7 +217,7 @@ pub fn delete_topics(
 pub fn create_partitions(
     state: &Arc<BrokerState>,
     req: CreatePartitionsRequest,
-) -> CreatePartitionsResponse {
+) -> (CreatePartitionsResponse, bool) {
     let mut grew = false;
     let results = req
         .topics
@@ -236,10 +238,10 @@ pub fn create_partitions(
             }
         })
         .collect();
-    if grew {
-        state.reconcile_or_log();
-    }
-    CreatePartitionsResponse::default().with_results(results)
+    (
+        CreatePartitionsResponse::default().with_results(results),
+        grew,
+    )
 }
 
 pub fn describe_log_dirs(

@@ -108,15 +108,17 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         RequestKind::DeleteRecords(r) => ctx.ready(ResponseKind::DeleteRecords(
             offsets::delete_records(state, r),
         )),
-        RequestKind::CreateTopics(r) => ctx.ready(ResponseKind::CreateTopics(
-            admin::create_topics(state, r, v),
-        )),
+        RequestKind::CreateTopics(r) => {
+            let (resp, changed) = admin::create_topics(state, r, v);
+            after_reconcile(state, ctx, changed, ResponseKind::CreateTopics(resp))
+        }
         RequestKind::DeleteTopics(r) => ctx.ready(ResponseKind::DeleteTopics(
             admin::delete_topics(state, r, v),
         )),
-        RequestKind::CreatePartitions(r) => ctx.ready(ResponseKind::CreatePartitions(
-            admin::create_partitions(state, r),
-        )),
+        RequestKind::CreatePartitions(r) => {
+            let (resp, changed) = admin::create_partitions(state, r);
+            after_reconcile(state, ctx, changed, ResponseKind::CreatePartitions(resp))
+        }
         RequestKind::DescribeCluster(r) => ctx.ready(ResponseKind::DescribeCluster(
             metadata::describe_cluster(state, r, v),
         )),
@@ -160,6 +162,22 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
             Reply::Later(Box::pin(async { None }))
         }
     }
+}
+
+/// Answers with `body` once the hosted partitions follow a metadata change, when `changed`.
+/// Opening thousands of logs takes seconds: it runs on the blocking pool, so the connection's
+/// task and the runtime's workers go on serving everyone else meanwhile.
+fn after_reconcile(state: &Arc<BrokerState>, ctx: Ctx, changed: bool, body: ResponseKind) -> Reply {
+    if !changed {
+        return ctx.ready(body);
+    }
+    let state = state.clone();
+    Reply::Later(Box::pin(async move {
+        if let Err(e) = tokio::task::spawn_blocking(move || state.reconcile_or_log()).await {
+            tracing::error!(error = %e, "applying a metadata change to local partitions panicked");
+        }
+        ctx.encode(body)
+    }))
 }
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {

@@ -14,6 +14,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("storage", &["model", "record"]),
         ("metadata", &["model"]),
         ("replication", &["model"]),
+        ("auth", &["model"]),
         ("coordinator", &["model", "protocol"]),
         (
             "broker",

@@ -1,0 +1,444 @@
+//! Client quotas as Kafka's `ClientQuotaManager` computes them: which configured entity
+//! applies to a (user, client-id) pair (eight levels, most specific first), one rate sensor
+//! per matched entity (a default quota is per user / per client, not shared), rates over
+//! `quota.window.num` samples of `quota.window.size.seconds`, and the throttle time that
+//! brings the rate back to the quota. Sans-IO: times are arguments.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// The quota keys Kafka accepts for user / client-id entities.
+pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
+pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
+/// The quota key of IP entities.
+pub const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
+
+/// Entity types on the wire (DescribeClientQuotas / AlterClientQuotas).
+pub const ENTITY_USER: &str = "user";
+pub const ENTITY_CLIENT_ID: &str = "client-id";
+pub const ENTITY_IP: &str = "ip";
+
+/// Which quota a manager enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    Produce,
+    Fetch,
+    Request,
+}
+
+impl QuotaKind {
+    pub fn key(self) -> &'static str {
+        match self {
+            QuotaKind::Produce => PRODUCER_BYTE_RATE,
+            QuotaKind::Fetch => CONSUMER_BYTE_RATE,
+            QuotaKind::Request => REQUEST_PERCENTAGE,
+        }
+    }
+}
+
+/// One side of an entity: a name, or the default (`<default>`; null on the wire).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntityName {
+    Default,
+    Name(String),
+}
+
+/// A quota entity: user and/or client-id (or an IP), each a name or the default.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct QuotaEntity {
+    pub user: Option<EntityName>,
+    pub client_id: Option<EntityName>,
+    pub ip: Option<EntityName>,
+}
+
+impl QuotaEntity {
+    pub fn user_client(user: Option<EntityName>, client_id: Option<EntityName>) -> QuotaEntity {
+        QuotaEntity {
+            user,
+            client_id,
+            ip: None,
+        }
+    }
+
+    /// Checks the combination is one Kafka accepts: user, client-id, user + client-id, or ip
+    /// alone. Returns Kafka's INVALID_REQUEST message otherwise.
+    pub fn validate(&self) -> Result<(), String> {
+        match (&self.user, &self.client_id, &self.ip) {
+            (None, None, None) => Err("Invalid empty client quota entity".into()),
+            (_, _, Some(_)) if self.user.is_some() || self.client_id.is_some() => {
+                Err("Invalid quota entity combination, IP entity should not be combined with User or ClientId entities.".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `key` is a quota this entity may carry.
+    pub fn accepts_key(&self, key: &str) -> bool {
+        if self.ip.is_some() {
+            key == CONNECTION_CREATION_RATE
+        } else {
+            matches!(
+                key,
+                PRODUCER_BYTE_RATE
+                    | CONSUMER_BYTE_RATE
+                    | REQUEST_PERCENTAGE
+                    | CONTROLLER_MUTATION_RATE
+            )
+        }
+    }
+}
+
+/// Sampled-rate settings: Kafka's `quota.window.num` (11) and `quota.window.size.seconds` (1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateConfig {
+    pub samples: usize,
+    pub window_ms: i64,
+}
+
+impl Default for RateConfig {
+    fn default() -> Self {
+        RateConfig {
+            samples: 11,
+            window_ms: 1000,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    value: f64,
+    last_window_ms: i64,
+}
+
+/// Kafka's `Rate` over a `SampledStat` of windowed sums.
+#[derive(Clone, Debug)]
+pub struct SampledRate {
+    samples: Vec<Sample>,
+    current: usize,
+    last_record_ms: i64,
+}
+
+impl SampledRate {
+    pub fn new(now_ms: i64) -> SampledRate {
+        SampledRate {
+            samples: Vec::new(),
+            current: 0,
+            last_record_ms: now_ms,
+        }
+    }
+
+    fn current_sample(&mut self, now_ms: i64) -> &mut Sample {
+        if self.samples.is_empty() {
+            self.samples.push(Sample {
+                value: 0.0,
+                last_window_ms: now_ms,
+            });
+            self.current = 0;
+        }
+        &mut self.samples[self.current]
+    }
+
+    pub fn record(&mut self, config: &RateConfig, value: f64, now_ms: i64) {
+        self.last_record_ms = now_ms;
+        let complete = now_ms - self.current_sample(now_ms).last_window_ms >= config.window_ms;
+        if complete {
+            self.current = (self.current + 1) % config.samples.max(1);
+            if self.current >= self.samples.len() {
+                self.samples.push(Sample {
+                    value: 0.0,
+                    last_window_ms: now_ms,
+                });
+            } else {
+                self.samples[self.current] = Sample {
+                    value: 0.0,
+                    last_window_ms: now_ms,
+                };
+            }
+        }
+        self.current_sample(now_ms).value += value;
+    }
+
+    fn purge(&mut self, config: &RateConfig, now_ms: i64) {
+        let expire = config.samples as i64 * config.window_ms;
+        for s in &mut self.samples {
+            if now_ms - s.last_window_ms >= expire {
+                *s = Sample {
+                    value: 0.0,
+                    last_window_ms: now_ms,
+                };
+            }
+        }
+    }
+
+    /// Kafka's `Rate.windowSize`: the elapsed time over the retained samples, at least
+    /// (samples - 1) full windows, at least 1 ms.
+    pub fn window_size_ms(&mut self, config: &RateConfig, now_ms: i64) -> i64 {
+        self.purge(config, now_ms);
+        let oldest = self
+            .samples
+            .iter()
+            .map(|s| s.last_window_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let mut elapsed = now_ms - oldest;
+        let full = elapsed / config.window_ms.max(1);
+        let min_full = config.samples as i64 - 1;
+        if full < min_full {
+            elapsed += (min_full - full) * config.window_ms;
+        }
+        elapsed.max(1)
+    }
+
+    /// The rate per second.
+    pub fn measure(&mut self, config: &RateConfig, now_ms: i64) -> f64 {
+        self.purge(config, now_ms);
+        let total: f64 = self.samples.iter().map(|s| s.value).sum();
+        let window = self.window_size_ms(config, now_ms);
+        total / (window as f64 / 1000.0)
+    }
+}
+
+/// Sensors unused this long are dropped (Kafka's inactive sensor expiry, one hour).
+const SENSOR_EXPIRY_MS: i64 = 3_600_000;
+
+/// One kind of client quota (produce, fetch or request) for a broker: the configured quotas
+/// and a rate sensor per matched entity.
+#[derive(Debug)]
+pub struct QuotaManager {
+    kind: QuotaKind,
+    config: RateConfig,
+    /// Kafka's `maxThrottleTimeMs`: one full quota window.
+    max_throttle_ms: i64,
+    quotas: HashMap<QuotaEntity, f64>,
+    sensors: HashMap<(String, String), SampledRate>,
+    last_purge_ms: i64,
+}
+
+impl QuotaManager {
+    pub fn new(kind: QuotaKind, config: RateConfig) -> QuotaManager {
+        QuotaManager {
+            kind,
+            config,
+            max_throttle_ms: config.samples as i64 * config.window_ms,
+            quotas: HashMap::new(),
+            sensors: HashMap::new(),
+            last_purge_ms: 0,
+        }
+    }
+
+    pub fn kind(&self) -> QuotaKind {
+        self.kind
+    }
+
+    /// Replaces the configured quotas with this kind's values from all entities.
+    pub fn set_quotas(&mut self, all: &BTreeMap<QuotaEntity, BTreeMap<String, f64>>) {
+        self.quotas = all
+            .iter()
+            .filter(|(e, _)| e.ip.is_none())
+            .filter_map(|(e, q)| q.get(self.kind.key()).map(|v| (e.clone(), *v)))
+            .collect();
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.quotas.is_empty()
+    }
+
+    /// The entity whose quota applies to `user` / `client_id`, with the quota (Kafka's
+    /// eight-level precedence).
+    pub fn quota_for(&self, user: &str, client_id: &str) -> Option<(QuotaEntity, f64)> {
+        use EntityName::{Default, Name};
+        let u = || Name(user.to_string());
+        let c = || Name(client_id.to_string());
+        let candidates = [
+            (Some(u()), Some(c())),
+            (Some(u()), Some(Default)),
+            (Some(u()), None),
+            (Some(Default), Some(c())),
+            (Some(Default), Some(Default)),
+            (Some(Default), None),
+            (None, Some(c())),
+            (None, Some(Default)),
+        ];
+        candidates.into_iter().find_map(|(user, client_id)| {
+            let e = QuotaEntity::user_client(user, client_id);
+            self.quotas.get(&e).map(|q| (e, *q))
+        })
+    }
+
+    /// Records `value` for the client and returns the throttle time in ms (0 when within
+    /// its quota or unlimited), as Kafka's `recordAndGetThrottleTimeMs`.
+    pub fn record(&mut self, user: &str, client_id: &str, value: f64, now_ms: i64) -> i64 {
+        self.expire_sensors(now_ms);
+        let Some((entity, quota)) = self.quota_for(user, client_id) else {
+            return 0;
+        };
+        // The sensor is per user and/or client id on the dimensions the entity has.
+        let key = (
+            if entity.user.is_some() { user } else { "" }.to_string(),
+            if entity.client_id.is_some() {
+                client_id
+            } else {
+                ""
+            }
+            .to_string(),
+        );
+        let config = self.config;
+        let sensor = self
+            .sensors
+            .entry(key)
+            .or_insert_with(|| SampledRate::new(now_ms));
+        sensor.record(&config, value, now_ms);
+        let rate = sensor.measure(&config, now_ms);
+        if rate <= quota || quota <= 0.0 && rate <= 0.0 {
+            return 0;
+        }
+        if quota <= 0.0 {
+            return self.max_throttle_ms;
+        }
+        let window = sensor.window_size_ms(&config, now_ms);
+        let throttle = ((rate - quota) / quota * window as f64).round() as i64;
+        throttle.clamp(0, self.max_throttle_ms)
+    }
+
+    fn expire_sensors(&mut self, now_ms: i64) {
+        if now_ms - self.last_purge_ms < 60_000 {
+            return;
+        }
+        self.last_purge_ms = now_ms;
+        self.sensors
+            .retain(|_, s| now_ms - s.last_record_ms < SENSOR_EXPIRY_MS);
+    }
+
+    pub fn sensor_count(&self) -> usize {
+        self.sensors.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use EntityName::{Default, Name};
+
+    fn quotas(list: &[(Option<EntityName>, Option<EntityName>, f64)]) -> QuotaManager {
+        let mut all = BTreeMap::new();
+        for (u, c, v) in list {
+            all.insert(
+                QuotaEntity::user_client(u.clone(), c.clone()),
+                BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), *v)]),
+            );
+        }
+        let mut m = QuotaManager::new(QuotaKind::Produce, RateConfig::default());
+        m.set_quotas(&all);
+        m
+    }
+
+    fn n(s: &str) -> Option<EntityName> {
+        Some(Name(s.into()))
+    }
+
+    #[test]
+    fn precedence_follows_kafka() {
+        let m = quotas(&[
+            (n("alice"), n("app"), 1.0),
+            (n("alice"), Some(Default), 2.0),
+            (n("alice"), None, 3.0),
+            (Some(Default), n("app"), 4.0),
+            (Some(Default), Some(Default), 5.0),
+            (Some(Default), None, 6.0),
+            (None, n("app"), 7.0),
+            (None, Some(Default), 8.0),
+        ]);
+        assert_eq!(m.quota_for("alice", "app").unwrap().1, 1.0);
+        assert_eq!(m.quota_for("alice", "other").unwrap().1, 2.0);
+        assert_eq!(m.quota_for("bob", "app").unwrap().1, 4.0);
+        assert_eq!(m.quota_for("bob", "other").unwrap().1, 5.0);
+        let m = quotas(&[
+            (n("alice"), None, 3.0),
+            (Some(Default), None, 6.0),
+            (None, n("app"), 7.0),
+        ]);
+        assert_eq!(m.quota_for("alice", "x").unwrap().1, 3.0);
+        assert_eq!(m.quota_for("bob", "app").unwrap().1, 6.0);
+        let m = quotas(&[(None, n("app"), 7.0), (None, Some(Default), 8.0)]);
+        assert_eq!(m.quota_for("bob", "app").unwrap().1, 7.0);
+        assert_eq!(m.quota_for("bob", "zzz").unwrap().1, 8.0);
+        assert!(quotas(&[]).quota_for("a", "b").is_none());
+    }
+
+    #[test]
+    fn rate_window_matches_kafka() {
+        let c = RateConfig::default();
+        let mut r = SampledRate::new(0);
+        r.record(&c, 1000.0, 0);
+        // One sample, less than (samples-1) windows elapsed: the window counts as 10 s.
+        assert_eq!(r.window_size_ms(&c, 0), 10_000);
+        assert!((r.measure(&c, 0) - 100.0).abs() < 1e-9);
+        // After 15 s of steady 1000 B/s the window is the retained 11 samples' span.
+        let mut r = SampledRate::new(0);
+        for t in 0..=15_000 {
+            if t % 100 == 0 {
+                r.record(&c, 100.0, t);
+            }
+        }
+        let rate = r.measure(&c, 15_000);
+        assert!((rate - 1000.0).abs() < 120.0, "rate {rate}");
+    }
+
+    /// A producer sending as fast as throttling lets it converges to its quota: the throttle
+    /// times are exactly what keeps the long-run rate at the bound.
+    #[test]
+    fn throttled_sender_converges_to_the_quota() {
+        let mut m = quotas(&[(n("alice"), None, 10_000.0)]);
+        let mut now = 0i64;
+        let mut sent = 0.0;
+        let start_measure = 20_000;
+        let mut measured_from = None;
+        while now < 120_000 {
+            let batch = 4_000.0;
+            let throttle = m.record("alice", "c", batch, now);
+            if now >= start_measure {
+                measured_from.get_or_insert((now, sent));
+                sent += batch;
+            }
+            // The client waits for the throttle (muted channel), then 5 ms per request.
+            now += throttle.max(0) + 5;
+        }
+        let (t0, s0) = measured_from.unwrap();
+        let rate = (sent - s0) / ((now - t0) as f64 / 1000.0);
+        assert!((rate - 10_000.0).abs() / 10_000.0 < 0.1, "rate {rate}");
+        // Another client of another user is never throttled.
+        assert_eq!(m.record("bob", "c", 1e9, now), 0);
+    }
+
+    #[test]
+    fn throttle_is_bounded_by_the_window() {
+        let mut m = quotas(&[(Some(Default), None, 1.0)]);
+        assert_eq!(m.record("x", "c", 1e12, 0), 11_000);
+    }
+
+    #[test]
+    fn default_quotas_are_per_user() {
+        let mut m = quotas(&[(Some(Default), None, 1000.0)]);
+        m.record("a", "c", 100_000.0, 0);
+        assert!(m.record("a", "c", 1.0, 1) > 0);
+        assert_eq!(m.record("b", "c", 1.0, 1), 0);
+        assert_eq!(m.sensor_count(), 2);
+    }
+
+    #[test]
+    fn entity_validation() {
+        assert!(QuotaEntity::default().validate().is_err());
+        let ip = QuotaEntity {
+            user: n("a"),
+            client_id: None,
+            ip: n("1.2.3.4"),
+        };
+        assert!(ip.validate().is_err());
+        let u = QuotaEntity::user_client(n("a"), None);
+        assert!(u.validate().is_ok());
+        assert!(u.accepts_key(PRODUCER_BYTE_RATE));
+        assert!(!u.accepts_key(CONNECTION_CREATION_RATE));
+    }
+}

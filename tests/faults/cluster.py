@@ -1,0 +1,327 @@
+"""N real `moldau server` processes on loopback, each behind fault-injecting proxies, and the
+process faults a test can inject: kill -9, SIGSTOP/SIGCONT, SIGTERM, restarts.
+
+Every node has fixed ports for its whole life (chosen free at cluster creation), so a node that
+is killed and started again comes back where clients and peers expect it:
+- its real listeners (client/broker `PLAINTEXT`, and `CONTROLLER` with more than one node) on
+  127.0.0.1 ports only the proxies use;
+- one proxy per listener on another port; that is what the node advertises and what the other
+  nodes' `controller.quorum.voters` name, so every byte between nodes, and between clients and
+  nodes, crosses a proxy (see proxy.py for partitions).
+A single node runs with the plain `--listen/--advertise` flags; several nodes form a combined
+broker+controller quorum (`process.roles`, `controller.quorum.voters`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from proxy import CLIENT, ProxyRuntime
+
+LISTEN_RE = re.compile(r"^moldau: listening on 127\.0\.0\.1:(\d+), data in (.+)$")
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+class HarnessError(AssertionError):
+    """The cluster did not do what the harness needs (start, stop, serve) in time."""
+
+
+def free_port() -> int:
+    """A loopback port free right now (the kernel's choice for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api_versions_ok(port: int, timeout: float = 2.0) -> bool:
+    """One ApiVersions v0 round trip to 127.0.0.1:port; True if it answers without error."""
+    client_id = b"fault-harness"
+    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            if size < 6 or size > 1 << 20:
+                return False
+            resp = _recv_exact(s, size)
+            (error,) = struct.unpack(">h", resp[4:6])
+            return error == 0
+    except (OSError, ValueError):
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ValueError("connection closed")
+        buf += chunk
+    return buf
+
+
+class Node:
+    """One `moldau server` process with a fixed data dir and fixed ports."""
+
+    def __init__(self, cluster: "Cluster", node_id: int):
+        self.cluster = cluster
+        self.id = node_id
+        self.data_dir = cluster.base / f"node-{node_id}"
+        self.log_path = cluster.base / f"node-{node_id}.log"
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.proxy = None
+        self.controller_proxy = None
+        self.proc: subprocess.Popen | None = None
+        self.paused = False
+        self._log = None
+        self._drain: threading.Thread | None = None
+
+    # -- addresses ------------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        """Where clients and peers reach the node: its proxy."""
+        return f"127.0.0.1:{self.proxy.listen_port}"
+
+    def args(self) -> list[str]:
+        c = self.cluster
+        args = [str(c.binary), "server", "--data-dir", str(self.data_dir)]
+        settings: dict[str, object] = {}
+        if len(c.nodes) == 1:
+            args += ["--listen", f"127.0.0.1:{self.port}", "--advertise", self.address]
+        else:
+            voters = ",".join(f"{n.id}@127.0.0.1:{n.controller_proxy.listen_port}" for n in c.nodes)
+            settings.update({
+                "node.id": self.id,
+                "process.roles": "broker,controller",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://{self.address}",
+                "controller.quorum.voters": voters,
+            })
+        settings.update(c.settings)
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        return args
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait_ready: bool = True) -> "Node":
+        assert not self.alive(), f"node {self.id} already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = self.args()
+        self._log = open(self.log_path, "ab")
+        self._log.write(f"\n=== {time.strftime('%H:%M:%S')} start: {' '.join(args)}\n".encode())
+        self._log.flush()
+        env = dict(os.environ)
+        env.setdefault("RUST_BACKTRACE", "1")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self._log, env=env)
+        self.paused = False
+        lines: queue.Queue = queue.Queue()
+        proc, log = self.proc, self._log
+
+        def pump():
+            # The first line is the listen line; the rest is copied into the log so a chatty
+            # stdout can never fill the pipe and block the node.
+            first = True
+            for raw in iter(proc.stdout.readline, b""):
+                if first:
+                    lines.put(raw)
+                    first = False
+                log.write(b"[stdout] " + raw)
+                log.flush()
+            if first:
+                lines.put(b"")
+
+        self._drain = threading.Thread(target=pump, daemon=True)
+        self._drain.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            raw = lines.get(timeout=START_TIMEOUT_S)
+        except queue.Empty:
+            self.kill9()
+            raise HarnessError(f"node {self.id} printed no listen line\n{self.log_tail()}")
+        line = raw.decode("utf-8", "replace").rstrip()
+        m = LISTEN_RE.match(line)
+        if not m or int(m.group(1)) != self.port:
+            self.kill9()
+            raise HarnessError(f"node {self.id}: unexpected first line {line!r}\n{self.log_tail()}")
+        if wait_ready:
+            while not api_versions_ok(self.port):
+                if not self.alive():
+                    raise HarnessError(f"node {self.id} exited during startup\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    self.kill9()
+                    raise HarnessError(f"node {self.id} not serving in {START_TIMEOUT_S}s\n{self.log_tail()}")
+                time.sleep(0.05)
+        return self
+
+    def kill9(self) -> None:
+        """SIGKILL: no shutdown work at all (what was fsynced must survive)."""
+        if self.proc is None:
+            return
+        if self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait(timeout=STOP_TIMEOUT_S)
+        self._closed()
+
+    def stop(self) -> int:
+        """SIGTERM and wait: a controlled shutdown; it must exit 0."""
+        assert self.proc is not None, f"node {self.id} not running"
+        if self.paused:
+            self.resume()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise HarnessError(f"node {self.id} did not exit {STOP_TIMEOUT_S}s after SIGTERM\n{self.log_tail()}")
+        self._closed()
+        if code != 0:
+            raise HarnessError(f"node {self.id} exited {code} after SIGTERM\n{self.log_tail()}")
+        return code
+
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen (a zombie: its sockets stay open, it answers nothing)."""
+        assert self.alive()
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def _closed(self) -> None:
+        self.proc = None
+        self.paused = False
+        if self._drain is not None:
+            self._drain.join(timeout=5)
+            self._drain = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, max_bytes: int = 8000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "<no log>"
+        return f"--- node {self.id} log tail ---\n" + data[-max_bytes:].decode("utf-8", "replace")
+
+
+class Cluster:
+    """N nodes, their proxies, and the fault vocabulary of the scenarios."""
+
+    def __init__(self, binary: Path, base: Path, n: int, settings: dict[str, object] | None = None):
+        self.binary = binary
+        self.base = base
+        self.settings = dict(settings or {})
+        self.runtime = ProxyRuntime()
+        self.network = self.runtime.network
+        self.nodes: list[Node] = []
+        for i in range(1, n + 1):
+            node = Node(self, i)
+            node.proxy = self.runtime.add(i, node.port)
+            node.controller_proxy = self.runtime.add(i, node.controller_port)
+            self.nodes.append(node)
+        self.events: list[str] = []
+        self.t0 = time.monotonic()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.address for n in self.nodes)
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id - 1]
+
+    def log(self, event: str) -> None:
+        self.events.append(f"{time.monotonic() - self.t0:7.2f}s {event}")
+
+    def start(self) -> "Cluster":
+        # Quorum voters wait for each other: start every process first, then wait for each.
+        for n in self.nodes:
+            n.start(wait_ready=len(self.nodes) == 1)
+        for n in self.nodes:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not api_versions_ok(n.port):
+                if not n.alive():
+                    raise HarnessError(f"node {n.id} exited during startup\n{n.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"node {n.id} not serving\n{n.log_tail()}")
+                time.sleep(0.05)
+        self.log(f"started {len(self.nodes)} node(s)")
+        return self
+
+    # -- faults (each logged, so a failure shows the schedule) -------------------------------------
+    def kill9(self, node_id: int) -> None:
+        self.log(f"kill -9 node {node_id}")
+        self.node(node_id).kill9()
+
+    def restart(self, node_id: int) -> None:
+        self.log(f"start node {node_id}")
+        self.node(node_id).start()
+
+    def sigterm(self, node_id: int) -> None:
+        self.log(f"SIGTERM node {node_id}")
+        self.node(node_id).stop()
+
+    def pause(self, node_id: int) -> None:
+        self.log(f"SIGSTOP node {node_id}")
+        self.node(node_id).pause()
+
+    def resume(self, node_id: int) -> None:
+        self.log(f"SIGCONT node {node_id}")
+        self.node(node_id).resume()
+
+    def isolate(self, node_id: int, mode: str = "drop", clients: bool = True) -> None:
+        """Cuts a node off from every other node (and from clients, with `clients`)."""
+        self.log(f"isolate node {node_id} ({mode}{', clients too' if clients else ''})")
+        others: list[object] = [n.id for n in self.nodes]
+        if clients:
+            others.append(CLIENT)
+        self.network.isolate(node_id, others, mode)
+
+    def partition(self, a: object, b: object, mode: str = "drop") -> None:
+        self.log(f"partition {a} <-> {b} ({mode})")
+        self.network.partition(a, b, mode)
+
+    def heal(self) -> None:
+        self.log("heal the network")
+        self.network.heal_all()
+
+    def diagnostics(self) -> str:
+        return "\n".join(["--- fault schedule ---", *self.events, *(n.log_tail() for n in self.nodes)])
+
+    def close(self) -> list[str]:
+        """Stops every node (SIGTERM, exit 0 expected) and the proxies; returns problems."""
+        problems = []
+        self.network.heal_all()
+        for n in self.nodes:
+            if n.proc is None:
+                continue
+            if n.proc.poll() is not None:
+                problems.append(f"node {n.id} died (exit {n.proc.returncode})\n{n.log_tail()}")
+                n._closed()
+                continue
+            try:
+                n.stop()
+            except HarnessError as e:
+                problems.append(str(e))
+        self.runtime.close()
+        return problems

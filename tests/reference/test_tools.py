@@ -372,10 +372,65 @@ def test_kafka_metadata_quorum(mb):
     assert "CurrentVoters" in fields, res.stdout
 
 
+def table(res) -> list[dict[str, str]]:
+    """A tool's whitespace-separated table (header line, then rows) as dicts."""
+    header = res.lines[0].split()
+    return [dict(zip(header, line.split())) for line in res.lines[1:]]
+
+
 def test_kafka_transactions_tool(mb):
-    """kafka-transactions list: runs once the broker advertises ListTransactions."""
+    """kafka-transactions list, describe, describe-producers and abort (a hanging transaction's
+    remedy: WriteTxnMarkers from the tool) on a transaction that is open on moldau."""
     if not advertises(mb, 66):
         pytest.skip("ListTransactions (66) not advertised yet (transactions, issue 11)")
-    res = kafka_class("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", mb.bootstrap,
-                      "list").check()
-    assert res.lines and res.lines[0].split()[:2] == ["TransactionalId", "Coordinator"], res.stdout
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    txns = "org.apache.kafka.tools.TransactionsCommand"
+    b = mb.bootstrap
+    topic = name("tools-txn")
+    tid = name("tools-txn-id")
+    kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "1").check()
+    p = Producer({"bootstrap.servers": b, "transactional.id": tid, "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    assert p.flush(30) == 0
+
+    listed = table(kafka_class(txns, "--bootstrap-server", b, "list").check())
+    mine = [row for row in listed if row.get("TransactionalId") == tid]
+    assert mine and mine[0]["TransactionState"] == "Ongoing", listed
+    pid = mine[0]["ProducerId"]
+
+    desc = table(kafka_class(txns, "--bootstrap-server", b, "describe", "--transactional-id", tid).check())
+    assert len(desc) == 1, desc
+    assert desc[0]["ProducerId"] == pid and desc[0]["TransactionState"] == "Ongoing", desc
+    assert desc[0]["TopicPartitions"] == f"{topic}-0", desc
+
+    prods = table(kafka_class(txns, "--bootstrap-server", b, "describe-producers", "--topic", topic,
+                              "--partition", "0").check())
+    assert [(r["ProducerId"], r["CurrentTransactionStartOffset"]) for r in prods] == [(pid, "0")], prods
+
+    # Abort it on the partition as an operator would a hanging transaction: the tool finds the
+    # producer with DescribeProducers and writes an ABORT marker with WriteTxnMarkers.
+    kafka_class(txns, "--bootstrap-server", b, "abort", "--topic", topic, "--partition", "0",
+                "--start-offset", "0").check()
+    # The partition's transaction is closed: a committed record after it is readable, the
+    # aborted one never is.
+    q = Producer({"bootstrap.servers": b, "transactional.id": tid + "-after", "linger.ms": 0})
+    q.init_transactions(30)
+    q.begin_transaction()
+    q.produce(topic, b"after", partition=0)
+    q.commit_transaction(30)
+    c = Consumer({"bootstrap.servers": b, "group.id": name("g"), "isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen = []
+        deadline = time.time() + 30
+        while b"after" not in seen and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                seen.append(m.value())
+        assert seen == [b"after"], seen
+    finally:
+        c.close()
+    p.abort_transaction(30)

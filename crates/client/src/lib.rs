@@ -8,7 +8,13 @@
 //!   group (classic protocol with range and cooperative-sticky assignors, or KIP-848's
 //!   consumer protocol with `group_protocol: GroupProtocol::Consumer`), commits,
 //!   pause/resume, pipelined fetches, and a `Stream` of records.
-//! - [`Admin`]: topics, partitions, configs, groups and their offsets, records, cluster.
+//! - [`Admin`]: topics, partitions, configs, groups and their offsets, records, cluster,
+//!   transactions (list, describe, producers of a partition, abort a hanging one).
+//! - Transactions (KIP-98/KIP-447): a [`Producer`] with `transactional_id` has
+//!   `init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
+//!   `commit_transaction` and `abort_transaction`; a consumer with `isolation_level: 1`
+//!   (read_committed) sees only committed records. See the consume-transform-produce loop
+//!   below.
 //!
 //! Errors are one [`Error`] type that keeps Kafka's error codes and says whether a call may
 //! be retried; retriable errors are retried internally where the client can do so safely.
@@ -30,6 +36,42 @@
 //! consumer.subscribe(&["events"])?;
 //! let records = consumer.poll(std::time::Duration::from_secs(5)).await?;
 //! # Ok(()) }
+//! ```
+//!
+//! Exactly-once copy of `orders` to `orders-copy` (consume, transform, produce):
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), client::Error> {
+//! use client::*;
+//! use std::collections::BTreeMap;
+//! let producer = Producer::new(ProducerConfig {
+//!     client: ClientConfig::new("127.0.0.1:9092"),
+//!     transactional_id: Some("copy-orders".into()),
+//!     ..ProducerConfig::default()
+//! }).await?;
+//! producer.init_transactions().await?; // fences an older producer with this id
+//! let mut consumer = Consumer::new(ConsumerConfig {
+//!     client: ClientConfig::new("127.0.0.1:9092"),
+//!     group_id: Some("copier".into()),
+//!     enable_auto_commit: false,
+//!     isolation_level: 1, // read_committed
+//!     ..Default::default()
+//! }).await?;
+//! consumer.subscribe(&["orders"])?;
+//! loop {
+//!     let records = consumer.poll(std::time::Duration::from_secs(1)).await?;
+//!     if records.is_empty() { continue; }
+//!     producer.begin_transaction()?;
+//!     let mut offsets = BTreeMap::new();
+//!     for r in &records {
+//!         producer.enqueue(ProducerRecord::new("orders-copy", r.value.clone().unwrap_or_default())).await?;
+//!         offsets.insert((r.topic.to_string(), r.partition), r.offset + 1);
+//!     }
+//!     let group = consumer.consumer_group_metadata().expect("a group member");
+//!     producer.send_offsets_to_transaction(&offsets, &group).await?;
+//!     producer.commit_transaction().await?; // or abort_transaction()
+//! }
+//! # }
 //! ```
 
 // Tests may unwrap: a panic there is a test failure, which is the point.

@@ -104,9 +104,11 @@ struct Stats {
     /// When a consumer first had partitions (consume: the clock starts there, so a group
     /// join does not dilute throughput).
     first_assigned: std::sync::OnceLock<Instant>,
-    /// Transactions committed, and how long each commit (flush + EndTxn) took.
+    /// Transactions committed, how long each commit (flush + EndTxn) took, and the EndTxn
+    /// round trip alone (after the flush).
     transactions: AtomicU64,
     commit_us: Mutex<Histogram<u64>>,
+    end_txn_us: Mutex<Histogram<u64>>,
 }
 
 impl Stats {
@@ -124,21 +126,27 @@ impl Stats {
             commit_us: Mutex::new(
                 Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
             ),
+            end_txn_us: Mutex::new(
+                Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
+            ),
         }))
     }
 
-    fn commit(&self, latency: Duration) {
+    fn commit(&self, total: Duration, end_txn: Duration) {
         self.transactions.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut h) = self.commit_us.lock() {
-            h.saturating_record(latency.as_micros().max(1) as u64);
+        for (h, d) in [(&self.commit_us, total), (&self.end_txn_us, end_txn)] {
+            if let Ok(mut h) = h.lock() {
+                h.saturating_record(d.as_micros().max(1) as u64);
+            }
         }
     }
 
     fn commit_percentile_ms(&self, q: f64) -> f64 {
-        self.commit_us
-            .lock()
-            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
-            .unwrap_or(0.0)
+        percentile_ms(&self.commit_us, q)
+    }
+
+    fn end_txn_percentile_ms(&self, q: f64) -> f64 {
+        percentile_ms(&self.end_txn_us, q)
     }
 
     fn record(&self, bytes: usize, latency: Duration) {
@@ -257,6 +265,8 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
             "transactions": stats.transactions.load(Ordering::Relaxed),
             "commit_p50_ms": stats.commit_percentile_ms(0.5),
             "commit_p99_ms": stats.commit_percentile_ms(0.99),
+            "end_txn_p50_ms": stats.end_txn_percentile_ms(0.5),
+            "end_txn_p99_ms": stats.end_txn_percentile_ms(0.99),
             "isolation": args.isolation,
         });
         println!("{v}");
@@ -274,10 +284,12 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
         let txns = stats.transactions.load(Ordering::Relaxed);
         if txns > 0 {
             println!(
-                "{txns} transactions of {} records; commit (flush + EndTxn) ms: p50 {:.3}, p99 {:.3}",
+                "{txns} transactions of {} records; commit (flush + EndTxn) ms: p50 {:.3}, p99 {:.3}; EndTxn alone ms: p50 {:.3}, p99 {:.3}",
                 args.transaction_size,
                 stats.commit_percentile_ms(0.5),
-                stats.commit_percentile_ms(0.99)
+                stats.commit_percentile_ms(0.99),
+                stats.end_txn_percentile_ms(0.5),
+                stats.end_txn_percentile_ms(0.99)
             );
         }
     }
@@ -321,6 +333,35 @@ fn producer_config(args: &BenchArgs) -> anyhow::Result<ProducerConfig> {
         max_request_size: (1024 * 1024).max(args.record_size + 1024),
         ..ProducerConfig::default()
     })
+}
+
+fn percentile_ms(h: &Mutex<Histogram<u64>>, q: f64) -> f64 {
+    h.lock()
+        .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Commits the producer's transaction: flushes, then ends it (timed apart); false on error
+/// (recorded).
+async fn commit(producer: &Producer, stats: &Stats) -> bool {
+    let t = Instant::now();
+    let r = match producer.flush().await {
+        Ok(()) => {
+            let end = Instant::now();
+            producer.commit_transaction().await.map(|()| end.elapsed())
+        }
+        Err(e) => Err(e),
+    };
+    match r {
+        Ok(end_txn) => {
+            stats.commit(t.elapsed(), end_txn);
+            true
+        }
+        Err(e) => {
+            stats.error(&e);
+            false
+        }
+    }
 }
 
 /// `read_committed` / `read_uncommitted` to Kafka's isolation level byte.
@@ -392,15 +433,8 @@ async fn run_producers(
                     break;
                 }
                 if transactional && n.is_multiple_of(txn_size) {
-                    if n > 0 {
-                        let t = Instant::now();
-                        match producer.commit_transaction().await {
-                            Ok(()) => stats.commit(t.elapsed()),
-                            Err(e) => {
-                                stats.error(&e);
-                                break;
-                            }
-                        }
+                    if n > 0 && !commit(&producer, &stats).await {
+                        break;
                     }
                     if let Err(e) = producer.begin_transaction() {
                         stats.error(&e);
@@ -444,11 +478,7 @@ async fn run_producers(
                 n += 1;
             }
             if transactional && n > 0 {
-                let t = Instant::now();
-                match producer.commit_transaction().await {
-                    Ok(()) => stats.commit(t.elapsed()),
-                    Err(e) => stats.error(&e),
-                }
+                commit(&producer, &stats).await;
             }
             let _ = producer.close().await;
             n

@@ -22,6 +22,7 @@ pub enum TxnCommand {
     /// Show transactional ids at their coordinator: state, producer id and epoch, timeout,
     /// start time and the partitions of the open transaction.
     Describe {
+        /// Transactional ids to describe.
         #[arg(required = true)]
         transactional_ids: Vec<String>,
         #[command(flatten)]
@@ -29,8 +30,10 @@ pub enum TxnCommand {
     },
     /// Show the producers a partition knows, with the start offset of any open transaction.
     DescribeProducers {
+        /// Topic of the partition.
         #[arg(long, short = 't')]
         topic: String,
+        /// Partition index.
         #[arg(long, short = 'p')]
         partition: i32,
         #[command(flatten)]
@@ -39,17 +42,23 @@ pub enum TxnCommand {
     /// Abort a hanging transaction on one partition (writes its ABORT marker), found by the
     /// start offset DescribeProducers shows, or given by producer id and epochs.
     Abort {
+        /// Topic of the partition.
         #[arg(long, short = 't')]
         topic: String,
+        /// Partition index.
         #[arg(long, short = 'p')]
         partition: i32,
         /// The first offset of the open transaction to abort.
         #[arg(long, conflicts_with_all = ["producer_id", "producer_epoch", "coordinator_epoch"])]
         start_offset: Option<i64>,
+        /// The producer of the transaction (with --producer-epoch and --coordinator-epoch,
+        /// instead of --start-offset).
         #[arg(long, requires_all = ["producer_epoch", "coordinator_epoch"])]
         producer_id: Option<i64>,
+        /// The producer's epoch.
         #[arg(long)]
         producer_epoch: Option<i16>,
+        /// The coordinator epoch of the producer's last marker on the partition.
         #[arg(long)]
         coordinator_epoch: Option<i32>,
         #[command(flatten)]

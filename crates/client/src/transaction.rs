@@ -101,6 +101,9 @@ fn is_fatal(code: Option<ErrorCode>) -> bool {
     )
 }
 
+/// First wait before retrying a request answered CONCURRENT_TRANSACTIONS.
+const CONCURRENT_TXN_BACKOFF_MS: u64 = 5;
+
 /// Errors worth another attempt at a transaction request, and whether the coordinator must
 /// be looked up again first.
 fn retry_kind(e: &Error) -> Option<bool> {
@@ -185,7 +188,12 @@ impl TxnManager {
         F: FnMut(i32) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let mut backoff = client.config().retry_backoff_ms.max(1);
+        let retry_backoff = client.config().retry_backoff_ms.max(1);
+        let mut backoff = retry_backoff;
+        // CONCURRENT_TRANSACTIONS mostly means the previous transaction's markers are still
+        // being written (a few fsyncs): retry soon, as the Java client does for
+        // AddPartitionsToTxn (20 ms), backing off up to retry.backoff.ms.
+        let mut concurrent_backoff = CONCURRENT_TXN_BACKOFF_MS.min(retry_backoff);
         let mut refresh = false;
         loop {
             let r = match self.coordinator(client, refresh).await {
@@ -198,8 +206,16 @@ impl TxnManager {
                     Some(again) if Instant::now() < deadline => {
                         tracing::debug!(error = %e, "transaction request failed; retrying");
                         refresh = again;
-                        tokio::time::sleep(Duration::from_millis(backoff)).await;
-                        backoff = (backoff * 2).min(1_000);
+                        let wait = if e.code() == Some(ErrorCode::ConcurrentTransactions) {
+                            let w = concurrent_backoff;
+                            concurrent_backoff = (concurrent_backoff * 2).min(retry_backoff);
+                            w
+                        } else {
+                            let w = backoff;
+                            backoff = (backoff * 2).min(1_000);
+                            w
+                        };
+                        tokio::time::sleep(Duration::from_millis(wait)).await;
                     }
                     _ => return Err(self.fail(e)),
                 },

@@ -122,9 +122,13 @@ fn out_of_order_transitions_get_kafka_errors_and_change_nothing() {
     assert_eq!(h.error(t), Some(code(ErrorCode::InvalidRequest)));
 }
 
+/// Kafka's behaviour, with parking off (`park_max_ms = 0`).
 #[test]
 fn requests_during_a_pending_write_get_concurrent_transactions() {
-    let mut h = T::new();
+    let mut h = T::with_config(TxnConfig {
+        park_max_ms: 0,
+        ..test_config()
+    });
     let (pid, epoch) = h.init_ok("tx");
     h.auto_flush = false;
     let a = h.add("tx", pid, epoch, &[("t", 0)]);
@@ -158,6 +162,78 @@ fn requests_during_a_pending_write_get_concurrent_transactions() {
     assert_eq!(h.error(e), Some(code(ErrorCode::InvalidTxnState)));
     let i = h.init("tx");
     assert_eq!(h.error(i), Some(code(ErrorCode::ConcurrentTransactions)));
+}
+
+/// A client's AddPartitionsToTxn / AddOffsetsToTxn that meets the previous transaction still
+/// completing waits for it (parked) instead of getting CONCURRENT_TRANSACTIONS, and is run as
+/// soon as the id settles: with the state of that moment (a fenced epoch is refused then).
+/// Past `park_max_ms` it gets CONCURRENT_TRANSACTIONS; leadership moving answers
+/// NOT_COORDINATOR. Each is answered exactly once (the harness checks).
+#[test]
+fn adds_wait_for_the_previous_transaction_to_complete() {
+    let mut h = T::new();
+    let (pid, epoch) = h.init_ok("tx");
+    h.add("tx", pid, epoch, &[("t", 0)]);
+    h.auto_markers = false;
+    h.end("tx", pid, epoch, true);
+    assert_eq!(h.state("tx"), Some(TxnState::PrepareCommit));
+    let a = h.add("tx", pid, epoch, &[("t", 1)]);
+    let o = h.add_offsets("tx", pid, epoch, "g");
+    assert_eq!(h.add_error(a), None, "parked");
+    assert_eq!(h.error(o), None, "parked");
+    // The markers complete the commit; the parked requests then run, in order.
+    h.auto_flush = false;
+    h.deliver_markers();
+    assert_eq!(
+        h.add_error(a),
+        None,
+        "still parked while CompleteCommit is written"
+    );
+    h.flush();
+    assert_eq!(h.add_error(a), Some(NONE));
+    assert_eq!(h.error(o), Some(NONE));
+    let v = h.value("tx");
+    assert_eq!(v.state, TxnState::Ongoing);
+    assert!(v.partitions.contains(&("t".to_string(), 1)));
+    assert!(!v.partitions.contains(&("t".to_string(), 0)));
+    assert_eq!(
+        v.partitions.len(),
+        2,
+        "t-1 and the group's offsets partition"
+    );
+    h.auto_flush = true;
+
+    // Parked past park_max_ms: CONCURRENT_TRANSACTIONS (the client retries).
+    h.end("tx", pid, epoch, false);
+    let late = h.add("tx", pid, epoch, &[("t", 0)]);
+    h.advance(test_config().park_max_ms + 1);
+    assert_eq!(
+        h.add_error(late),
+        Some(code(ErrorCode::ConcurrentTransactions))
+    );
+    h.deliver_markers();
+    assert_eq!(h.state("tx"), Some(TxnState::CompleteAbort));
+
+    // A stale epoch is refused at once, never parked.
+    h.auto_markers = true;
+    let (pid2, epoch2) = h.init_ok("tx");
+    assert!(epoch2 > epoch && pid2 == pid);
+    h.auto_markers = false;
+    h.add("tx", pid2, epoch2, &[("t", 0)]);
+    h.end("tx", pid2, epoch2, true);
+    let stale = h.add("tx", pid, epoch, &[("t", 1)]);
+    assert_eq!(
+        h.add_error(stale),
+        Some(code(ErrorCode::InvalidProducerEpoch)),
+        "fenced (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH at v0)"
+    );
+    let parked = h.add("tx", pid2, epoch2, &[("t", 1)]);
+    assert_eq!(h.add_error(parked), None);
+    // Leadership moves: NOT_COORDINATOR.
+    let p = h.c.partition_for("tx");
+    let out = h.c.unload_partition(p);
+    h.absorb(out);
+    assert_eq!(h.add_error(parked), Some(code(ErrorCode::NotCoordinator)));
 }
 
 #[test]

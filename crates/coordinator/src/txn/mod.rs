@@ -12,7 +12,12 @@
 //!   request gets Kafka's error. While a transactional id has a write in flight, its other
 //!   requests get CONCURRENT_TRANSACTIONS, as in Kafka.
 //! - `responses` answer requests by [`RequestToken`]; a token not answered yet is waiting for
-//!   a write. Every token is answered exactly once (NOT_COORDINATOR on unload).
+//!   a write, or parked: a client's AddPartitionsToTxn (v0-3) or AddOffsetsToTxn that finds
+//!   its id busy (the previous transaction's markers or completion still being written)
+//!   waits up to `park_max_ms` for the id to settle and then runs, instead of getting
+//!   CONCURRENT_TRANSACTIONS at once as in Kafka (clients back off 20-100 ms on that, which
+//!   caps a producer at a few dozen short transactions a second). Every token is answered
+//!   exactly once (NOT_COORDINATOR on unload).
 //! - `markers` ask for WriteTxnMarkers to each partition's leader. The runtime retries each
 //!   partition until the marker is written (or the partition no longer exists) and reports
 //!   it with [`TransactionCoordinator::marker_written`]; once every partition of a
@@ -169,6 +174,10 @@ pub struct TxnConfig {
     pub offsets_topic_partitions: i32,
     /// How long to wait before retrying a failed CompleteCommit/CompleteAbort write.
     pub retry_backoff_ms: i64,
+    /// How long an AddPartitionsToTxn (v0-3) or AddOffsetsToTxn that finds its id's previous
+    /// transaction still completing (or another write of the id in flight) waits for it
+    /// before getting CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka does.
+    pub park_max_ms: i64,
 }
 
 impl Default for TxnConfig {
@@ -181,6 +190,7 @@ impl Default for TxnConfig {
             remove_expired_interval_ms: 3_600_000,
             offsets_topic_partitions: 50,
             retry_backoff_ms: 100,
+            park_max_ms: 500,
         }
     }
 }
@@ -347,6 +357,32 @@ struct Txn {
     complete_retry_at: Option<i64>,
 }
 
+/// Most requests one transactional id may have parked at once; more get
+/// CONCURRENT_TRANSACTIONS at once.
+const PARKED_PER_ID_MAX: usize = 8;
+
+/// A client's AddPartitionsToTxn (v0-3) or AddOffsetsToTxn that met its id busy (the previous
+/// transaction's markers or completion record still being written, or another write in
+/// flight). Kafka answers CONCURRENT_TRANSACTIONS and clients retry after a backoff (20 ms in
+/// the Java client, `retry.backoff.ms` elsewhere), which bounds a producer to a few dozen
+/// small transactions a second; a parked request is run again as soon as the id settles
+/// (or answered CONCURRENT_TRANSACTIONS at `until_ms`).
+#[derive(Debug)]
+struct Parked {
+    token: RequestToken,
+    version: i16,
+    producer_id: i64,
+    producer_epoch: i16,
+    what: ParkedAdd,
+    until_ms: i64,
+}
+
+#[derive(Debug)]
+enum ParkedAdd {
+    Partitions(Vec<(String, Vec<i32>)>),
+    Offsets(String),
+}
+
 /// A batched AddPartitionsToTxn (v4+) waiting for some of its transactions' writes.
 #[derive(Debug)]
 struct BatchReply {
@@ -369,6 +405,8 @@ pub struct TransactionCoordinator {
     /// Which transactional id each in-flight write belongs to.
     writes: HashMap<WriteId, String>,
     batches: HashMap<RequestToken, BatchReply>,
+    /// Requests waiting for their transactional id to settle, by id, in arrival order.
+    parked: BTreeMap<String, Vec<Parked>>,
     next_abort_check_ms: Option<i64>,
     next_expire_check_ms: Option<i64>,
 }
@@ -487,6 +525,7 @@ impl TransactionCoordinator {
             next_write: 1,
             writes: HashMap::new(),
             batches: HashMap::new(),
+            parked: BTreeMap::new(),
             next_abort_check_ms: None,
             next_expire_check_ms: None,
         }
@@ -690,6 +729,18 @@ impl TransactionCoordinator {
                     self.writes.remove(&p.write);
                     self.fail_pending(p.then, ErrorCode::NotCoordinator, &mut out);
                 }
+            }
+        }
+        let parked: Vec<String> = self
+            .parked
+            .keys()
+            .filter(|id| self.partition_for(id) == partition)
+            .cloned()
+            .collect();
+        for id in parked {
+            for p in self.parked.remove(&id).unwrap_or_default() {
+                // Not owned any more: the run answers NOT_COORDINATOR.
+                self.run_add(&id, p, i64::MIN, false, &mut out);
             }
         }
         out
@@ -992,36 +1043,83 @@ impl TransactionCoordinator {
             out.responses.push((ctx.token, resp));
             return out;
         }
-        let add = partitions_of(&topics);
-        let error = |e: ErrorCode| for_version(e, v, 2);
-        match self.prepare_add(
-            &txn_id,
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
-            &add,
-            now_ms,
-        ) {
-            Err(e) => {
-                let e = error(e);
-                out.responses
-                    .push((ctx.token, add_partitions_response(&topics, |_, _| e)));
-            }
-            Ok(None) => {
-                out.responses.push((
-                    ctx.token,
-                    add_partitions_response(&topics, |_, _| ErrorCode::None),
-                ));
-            }
-            Ok(Some(target)) => {
-                let then = Then::Added(AddReply::Partitions {
-                    token: ctx.token,
-                    version: v,
-                    topics,
-                });
-                self.begin(&txn_id, target, then, &mut out);
-            }
-        }
+        let parked = Parked {
+            token: ctx.token,
+            version: v,
+            producer_id: req.v3_and_below_producer_id.0,
+            producer_epoch: req.v3_and_below_producer_epoch,
+            what: ParkedAdd::Partitions(topics),
+            until_ms: now_ms.saturating_add(self.config.park_max_ms),
+        };
+        self.run_add(&txn_id, parked, now_ms, true, &mut out);
         out
+    }
+
+    /// Runs a client's AddPartitionsToTxn (v0-3, partitions known to exist) or
+    /// AddOffsetsToTxn; parks it (when `may_park`) if the id is busy.
+    fn run_add(
+        &mut self,
+        txn_id: &str,
+        p: Parked,
+        now_ms: i64,
+        may_park: bool,
+        out: &mut TxnOutput,
+    ) {
+        let add: BTreeSet<(String, i32)> = match &p.what {
+            ParkedAdd::Partitions(topics) => partitions_of(topics),
+            ParkedAdd::Offsets(group) => {
+                [(OFFSETS_TOPIC.to_string(), self.offsets_partition_for(group))]
+                    .into_iter()
+                    .collect()
+            }
+        };
+        let r = self.prepare_add(txn_id, p.producer_id, p.producer_epoch, &add, now_ms);
+        if matches!(r, Err(ErrorCode::ConcurrentTransactions))
+            && may_park
+            && p.until_ms > now_ms
+            && self.parked.get(txn_id).map_or(0, Vec::len) < PARKED_PER_ID_MAX
+        {
+            self.parked.entry(txn_id.to_string()).or_default().push(p);
+            return;
+        }
+        let reply = match p.what {
+            ParkedAdd::Partitions(topics) => AddReply::Partitions {
+                token: p.token,
+                version: p.version,
+                topics,
+            },
+            ParkedAdd::Offsets(_) => AddReply::AddOffsets {
+                token: p.token,
+                version: p.version,
+            },
+        };
+        match r {
+            Err(e) => self.answer_add(reply, Err(e), out),
+            Ok(None) => self.answer_add(reply, Ok(()), out),
+            Ok(Some(target)) => self.begin(txn_id, target, Then::Added(reply), out),
+        }
+    }
+
+    /// Runs the requests parked on `txn_id` again once it has settled (no write in flight,
+    /// not waiting for markers), in arrival order; one that starts a write parks the rest
+    /// again until that write completes.
+    fn wake(&mut self, txn_id: &str, now_ms: i64, out: &mut TxnOutput) {
+        let settled = self.txns.get(txn_id).is_none_or(|t| {
+            t.pending.is_none()
+                && !matches!(
+                    t.value.state,
+                    TxnState::PrepareCommit | TxnState::PrepareAbort
+                )
+        });
+        if !settled {
+            return;
+        }
+        let Some(list) = self.parked.remove(txn_id) else {
+            return;
+        };
+        for p in list {
+            self.run_add(txn_id, p, now_ms, true, out);
+        }
     }
 
     fn add_partitions_batch(
@@ -1124,27 +1222,16 @@ impl TransactionCoordinator {
         now_ms: i64,
     ) -> TxnOutput {
         let mut out = TxnOutput::default();
-        let v = ctx.api_version;
         let txn_id = req.transactional_id.0.to_string();
-        let tp = (
-            OFFSETS_TOPIC.to_string(),
-            self.offsets_partition_for(&req.group_id.0),
-        );
-        let add: BTreeSet<(String, i32)> = [tp].into_iter().collect();
-        let r = self.prepare_add(&txn_id, req.producer_id.0, req.producer_epoch, &add, now_ms);
-        match r {
-            Err(e) => out.responses.push((ctx.token, add_offsets_response(v, e))),
-            Ok(None) => out
-                .responses
-                .push((ctx.token, add_offsets_response(v, ErrorCode::None))),
-            Ok(Some(target)) => {
-                let then = Then::Added(AddReply::AddOffsets {
-                    token: ctx.token,
-                    version: v,
-                });
-                self.begin(&txn_id, target, then, &mut out);
-            }
-        }
+        let parked = Parked {
+            token: ctx.token,
+            version: ctx.api_version,
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+            what: ParkedAdd::Offsets(req.group_id.0.to_string()),
+            until_ms: now_ms.saturating_add(self.config.park_max_ms),
+        };
+        self.run_add(&txn_id, parked, now_ms, true, &mut out);
         out
     }
 
@@ -1348,6 +1435,20 @@ impl TransactionCoordinator {
     /// Reports the outcome of a write: `Ok` once it is durable, or the error that made it
     /// fail (the transition is rolled back).
     pub fn write_complete(
+        &mut self,
+        id: WriteId,
+        result: Result<(), ErrorCode>,
+        now_ms: i64,
+    ) -> TxnOutput {
+        let Some(txn_id) = self.writes.get(&id).cloned() else {
+            return TxnOutput::default();
+        };
+        let mut out = self.apply_write(id, result, now_ms);
+        self.wake(&txn_id, now_ms, &mut out);
+        out
+    }
+
+    fn apply_write(
         &mut self,
         id: WriteId,
         result: Result<(), ErrorCode>,
@@ -1569,6 +1670,21 @@ impl TransactionCoordinator {
             self.next_expire_check_ms =
                 Some(now_ms.saturating_add(self.config.remove_expired_interval_ms.max(1)));
         }
+        // Parked requests last: one whose id was just fenced by a timeout abort sees that.
+        let due: Vec<String> = self
+            .parked
+            .iter()
+            .filter(|(_, list)| list.iter().any(|p| p.until_ms <= now_ms))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let list = self.parked.remove(&id).unwrap_or_default();
+            for p in list {
+                // Past its wait: answered now (CONCURRENT_TRANSACTIONS if still busy).
+                let may_park = p.until_ms > now_ms;
+                self.run_add(&id, p, now_ms, may_park, &mut out);
+            }
+        }
         out
     }
 
@@ -1577,6 +1693,7 @@ impl TransactionCoordinator {
         self.txns
             .values()
             .filter_map(|t| t.complete_retry_at)
+            .chain(self.parked.values().flatten().map(|p| p.until_ms))
             .chain(self.next_abort_check_ms)
             .chain(self.next_expire_check_ms)
             .min()

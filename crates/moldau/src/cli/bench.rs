@@ -87,6 +87,10 @@ pub struct BenchArgs {
     /// Records per transaction with --transactional.
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub transaction_size: u64,
+    /// With --transactional, abort every N-th transaction instead of committing it (0:
+    /// never); for data sets with aborted transactions in them.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub abort_every: u64,
     /// read_uncommitted or read_committed (consume, e2e).
     #[arg(long, default_value = "read_uncommitted")]
     pub isolation: String,
@@ -107,6 +111,8 @@ struct Stats {
     /// Transactions committed, how long each commit (flush + EndTxn) took, and the EndTxn
     /// round trip alone (after the flush).
     transactions: AtomicU64,
+    /// Transactions aborted on purpose (--abort-every).
+    aborted: AtomicU64,
     commit_us: Mutex<Histogram<u64>>,
     end_txn_us: Mutex<Histogram<u64>>,
 }
@@ -123,6 +129,7 @@ impl Stats {
             ),
             first_assigned: std::sync::OnceLock::new(),
             transactions: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
             commit_us: Mutex::new(
                 Histogram::new_with_bounds(1, 3_600_000_000, 3).context("create histogram")?,
             ),
@@ -263,6 +270,7 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
             "transactional": args.transactional,
             "transaction_size": if args.transactional { Some(args.transaction_size) } else { None },
             "transactions": stats.transactions.load(Ordering::Relaxed),
+            "transactions_aborted": stats.aborted.load(Ordering::Relaxed),
             "commit_p50_ms": stats.commit_percentile_ms(0.5),
             "commit_p99_ms": stats.commit_percentile_ms(0.99),
             "end_txn_p50_ms": stats.end_txn_percentile_ms(0.5),
@@ -291,6 +299,10 @@ fn summarize(kind: &str, args: &BenchArgs, stats: &Stats, elapsed: Duration) -> 
                 stats.end_txn_percentile_ms(0.5),
                 stats.end_txn_percentile_ms(0.99)
             );
+        }
+        let aborted = stats.aborted.load(Ordering::Relaxed);
+        if aborted > 0 {
+            println!("{aborted} transactions aborted (--abort-every)");
         }
     }
     if let Ok(Some(e)) = stats.first_error.lock().map(|e| e.clone()) {
@@ -341,18 +353,27 @@ fn percentile_ms(h: &Mutex<Histogram<u64>>, q: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Commits the producer's transaction: flushes, then ends it (timed apart); false on error
-/// (recorded).
-async fn commit(producer: &Producer, stats: &Stats) -> bool {
+/// Ends the producer's transaction (commits, or aborts when `abort`): flushes, then ends it
+/// (timed apart; only commits are counted); false on error (recorded).
+async fn commit(producer: &Producer, stats: &Stats, abort: bool) -> bool {
     let t = Instant::now();
     let r = match producer.flush().await {
         Ok(()) => {
             let end = Instant::now();
-            producer.commit_transaction().await.map(|()| end.elapsed())
+            let r = if abort {
+                producer.abort_transaction().await
+            } else {
+                producer.commit_transaction().await
+            };
+            r.map(|()| end.elapsed())
         }
         Err(e) => Err(e),
     };
     match r {
+        Ok(_) if abort => {
+            stats.aborted.fetch_add(1, Ordering::Relaxed);
+            true
+        }
         Ok(end_txn) => {
             stats.commit(t.elapsed(), end_txn);
             true
@@ -419,6 +440,7 @@ async fn run_producers(
                 .context("init transactions")?;
         }
         let transactional = args.transactional;
+        let abort_every = args.abort_every;
         let stats = stats.clone();
         let topic = args.topic.clone();
         let base = base.clone();
@@ -428,12 +450,17 @@ async fn run_producers(
         tasks.push(tokio::spawn(async move {
             let start = Instant::now();
             let mut n = 0u64;
+            let mut txns = 0u64;
+            let end = |txns: &mut u64| {
+                *txns += 1;
+                abort_every > 0 && (*txns).is_multiple_of(abort_every)
+            };
             loop {
                 if per.is_some_and(|p| n >= p) || deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
                 if transactional && n.is_multiple_of(txn_size) {
-                    if n > 0 && !commit(&producer, &stats).await {
+                    if n > 0 && !commit(&producer, &stats, end(&mut txns)).await {
                         break;
                     }
                     if let Err(e) = producer.begin_transaction() {
@@ -478,7 +505,7 @@ async fn run_producers(
                 n += 1;
             }
             if transactional && n > 0 {
-                commit(&producer, &stats).await;
+                commit(&producer, &stats, end(&mut txns)).await;
             }
             let _ = producer.close().await;
             n

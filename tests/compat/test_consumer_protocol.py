@@ -318,3 +318,65 @@ def test_wire_errors_name_what_is_unsupported(cbroker):
     assert code == 112, (code, msg)
     code, msg = _heartbeat_error(cbroker.address, _heartbeat_v1(g, "", 0, ["t"], None), g)
     assert (code, msg) == (42, "MemberId can't be empty."), (code, msg)
+
+
+def test_group_state_is_replayed_after_a_broker_restart(brokers):
+    """Members, epochs and assignments live in __consumer_offsets: after a restart the group is
+    replayed as it was; its members (killed with the broker down) are fenced after their
+    session, and a new member takes over from the committed offsets."""
+    server = brokers.start(**SETTINGS)
+    topic, group = uniq("cprestart"), uniq("grp")
+    create_topic(server.bootstrap, topic, 4)
+    children = [MemberProcess("confluent-consumer-protocol", server.bootstrap, group, topic, SESSION_MS)
+                for _ in range(2)]
+    try:
+        wait_until(lambda: sorted(len(c.assigned) for c in children) == [2, 2]
+                   and children[0].assigned | children[1].assigned == set(range(4)),
+                   WAIT_S, "2+2", exc=AssignmentTimeout)
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        before = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        for c in children:
+            c.kill()
+    finally:
+        for c in children:
+            c.kill()
+    server.restart()
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    after = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    members = lambda d: sorted((m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                               for m in d.members)
+    assert members(after) == members(before)
+    assert str(after.type).endswith("CONSUMER")
+    # The dead members are fenced after their session; a newcomer gets everything.
+    values = produce_spread(server.bootstrap, topic, 4, 5)
+    m = Kip848Member(server.bootstrap, group, [topic], name="newcomer")
+    m.start()
+    try:
+        wait_until(lambda: m.snapshot() == all_parts(topic, 4), WAIT_S, "newcomer owns all")
+        wait_until(lambda: set(m.values()) >= values, WAIT_S, "newcomer consumes")
+        assert_no_errors([m])
+    finally:
+        m.stop()
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(cbroker):
+    topic, group = uniq("cpstatic"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 4)
+    a = Kip848Member(cbroker.bootstrap, group, [topic], name="a", **{"group.instance.id": "inst-a"})
+    b = Kip848Member(cbroker.bootstrap, group, [topic], name="b", **{"group.instance.id": "inst-b"})
+    a.start()
+    b.start()
+    a2 = None
+    try:
+        snaps = wait_balanced([a, b], all_parts(topic, 4), [2, 2])
+        marks = len(b.events)
+        a.stop()  # a static member leaves "for now" (epoch -2): its partitions stay reserved
+        a2 = Kip848Member(cbroker.bootstrap, group, [topic], name="a2", **{"group.instance.id": "inst-a"})
+        a2.start()
+        wait_until(lambda: a2.snapshot() == snaps[0], WAIT_S, "the restarted member gets its partitions back")
+        # b saw no rebalance at all.
+        assert b.events[marks:] == [], b.events[marks:]
+        assert b.snapshot() == snaps[1]
+        assert_no_errors([b, a2])
+    finally:
+        stop_members([m for m in (a, b, a2) if m])

@@ -335,8 +335,10 @@ impl<'a, 'b> Builder<'a, 'b> {
                     .then(a.cmp(b))
             });
             for x in order {
+                // A move needs a member holding two fewer than x.
+                let least = self.owned.iter().map(Vec::len).min().unwrap_or(0);
                 let mut k = 0;
-                while k < self.owned[x].len() {
+                while k < self.owned[x].len() && self.owned[x].len() >= least + 2 {
                     let tp = self.owned[x][k];
                     let target = subscribers.get(&tp.0).and_then(|subs| {
                         subs.iter()

@@ -53,10 +53,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mold
 SUITE_TIMEOUT = "8m"
 
 # Known differences from Kafka, each with its reason (also in COMPATIBILITY.md).
-KNOWN_FAILURES = {
-    "Test848RegexBrokerResolves": "KIP-848 server-side regex subscription: Kafka assigns an internal topic the regex "
-                                  "names (__consumer_offsets); Moldau does not ('__consumer_offsets is not assigned')",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 # api key -> (what needs it, tests that need it)
 FEATURE_GATES = {

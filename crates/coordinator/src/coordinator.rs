@@ -664,10 +664,14 @@ impl GroupCoordinator {
         };
         let mut error = self.validate(&group_id, EmptyGroupId::Allowed);
         // Consumer groups check member epochs; their offsets live in a classic entry.
-        let consumer = error
+        let (consumer, held) = match error
             .is_none()
             .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, false, v))
-            .flatten();
+            .flatten()
+        {
+            Some((e, held)) => (Some(e), held),
+            None => (None, None),
+        };
         if let Some(e) = consumer {
             error = e;
         } else if error.is_none() && !self.groups.contains_key(&group_id) {
@@ -705,6 +709,12 @@ impl GroupCoordinator {
                 let e = match error {
                     Some(e) => e,
                     None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    None if held
+                        .as_ref()
+                        .is_some_and(|h| !h.allows(&topic, p.partition_index)) =>
+                    {
+                        ErrorCode::StaleMemberEpoch
+                    }
                     None => {
                         let value = OffsetValue {
                             offset: p.committed_offset,
@@ -1225,10 +1235,14 @@ impl GroupCoordinator {
         };
         let mut error = self.validate(&group_id, EmptyGroupId::Invalid);
         // Consumer groups: the generation is the member epoch (Kafka's validateOffsetCommit).
-        let consumer = error
+        let (consumer, held) = match error
             .is_none()
             .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, true, v))
-            .flatten();
+            .flatten()
+        {
+            Some((e, held)) => (Some(e), held),
+            None => (None, None),
+        };
         if let Some(e) = consumer {
             error = e;
         } else if error.is_none() && !self.groups.contains_key(&group_id) {
@@ -1267,6 +1281,12 @@ impl GroupCoordinator {
                 let e = match error {
                     Some(e) => e,
                     None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    None if held
+                        .as_ref()
+                        .is_some_and(|h| !h.allows(&topic, p.partition_index)) =>
+                    {
+                        ErrorCode::StaleMemberEpoch
+                    }
                     None => {
                         let value = OffsetValue {
                             offset: p.committed_offset,

@@ -401,12 +401,12 @@ fn regex_subscriptions_follow_topic_creation() {
         d.members[0].subscribed_topic_regex.as_deref(),
         Some("orders-.*")
     );
-    // Internal topics never match.
+    // As Kafka: internal topics match too.
     h.set_topics(topics(&[("orders-eu", 2), ("__consumer_offsets", 50)]));
     let mut all = Client::new("g2", "x", &[]);
-    all.regex = Some(".*".into());
+    all.regex = Some("^__consumer_offsets$".into());
     settle(&mut h, std::slice::from_mut(&mut all));
-    assert_eq!(count(&all.owned), 2);
+    assert_eq!(count(&all.owned), 50);
     h.check_replay();
 }
 
@@ -492,6 +492,56 @@ fn offsets_are_fenced_by_member_epoch() {
     c.leave(&mut h);
     assert_eq!(h.commit("g", "", -1, "t", 1, 7), ErrorCode::None);
     assert_eq!(h.fetch("g", None, -1, "t", 1), Ok(7));
+    h.check_replay();
+}
+
+#[test]
+fn an_older_member_epoch_commits_the_partitions_held_since_then() {
+    // KIP-1251: a member that has not yet heard of its new epoch may still commit, with its
+    // old epoch, the partitions it held at that epoch and still holds; nothing else.
+    let mut h = H::new(topics(&[("t", 4)]));
+    let mut ab = vec![Client::new("g", "a", &["t"])];
+    ab[0].heartbeat(&mut h);
+    assert_eq!(ab[0].epoch, 1);
+    ab.push(Client::new("g", "b", &["t"]));
+    settle(&mut h, &mut ab);
+    let (mut a, mut b) = (ab[0].clone(), ab[1].clone());
+    assert_eq!((a.epoch, b.epoch), (2, 2));
+    let kept: Vec<i32> = a.owned.values().flatten().copied().collect();
+    let moved: Vec<i32> = b.owned.values().flatten().copied().collect();
+    assert_eq!((kept.len(), moved.len()), (2, 2));
+    // a held `kept` since epoch 1: its epoch-1 commits of them are accepted.
+    assert_eq!(h.commit("g", "a", 1, "t", kept[0], 10), ErrorCode::None);
+    assert_eq!(h.commit("g", "a", 2, "t", kept[1], 11), ErrorCode::None);
+    // What moved to b is not a's any more, whatever the epoch.
+    assert_eq!(
+        h.commit("g", "a", 1, "t", moved[0], 12),
+        ErrorCode::StaleMemberEpoch
+    );
+    // b got its partitions at epoch 2: epoch 1 is too old for them, 3 is from the future.
+    assert_eq!(h.commit("g", "b", 2, "t", moved[0], 13), ErrorCode::None);
+    assert_eq!(
+        h.commit("g", "b", 1, "t", moved[0], 14),
+        ErrorCode::StaleMemberEpoch
+    );
+    assert_eq!(
+        h.commit("g", "b", 3, "t", moved[0], 14),
+        ErrorCode::StaleMemberEpoch
+    );
+    // b leaves; a takes everything at epoch 3: its old partitions keep epoch 1.
+    assert_eq!(b.leave(&mut h), ErrorCode::None);
+    settle(&mut h, std::slice::from_mut(&mut a));
+    assert_eq!((a.epoch, count(&a.owned)), (3, 4));
+    assert_eq!(h.commit("g", "a", 1, "t", kept[0], 20), ErrorCode::None);
+    assert_eq!(
+        h.commit("g", "a", 2, "t", moved[1], 21),
+        ErrorCode::StaleMemberEpoch
+    );
+    assert_eq!(h.commit("g", "a", 3, "t", moved[1], 22), ErrorCode::None);
+    assert_eq!(h.fetch("g", None, -1, "t", kept[0]), Ok(20));
+    assert_eq!(h.fetch("g", None, -1, "t", moved[0]), Ok(13));
+    assert_eq!(h.fetch("g", None, -1, "t", moved[1]), Ok(22));
+    // The epochs survive a reload.
     h.check_replay();
 }
 

@@ -180,6 +180,12 @@ impl GroupCoordinator {
                 parts.retain(|p| seen.insert((*t, *p)));
             }
             m.assigned.retain(|_, parts| !parts.is_empty());
+            // Held since the classic generation (KIP-1251 assignment epochs).
+            m.epochs = m
+                .assigned
+                .iter()
+                .flat_map(|(t, ps)| ps.iter().map(move |p| ((*t, *p), generation)))
+                .collect();
         }
         for m in &members {
             emit(

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use model::TopicId;
 
 use super::records::{
-    Assignment, CgRecord, CurrentAssignment, MemberMetadata, MemberState, ResolvedRegex,
-    TopicMetadata,
+    Assignment, AssignmentEpochs, CgRecord, CurrentAssignment, MemberMetadata, MemberState,
+    ResolvedRegex, TopicMetadata,
 };
 use crate::Error;
 
@@ -52,6 +52,8 @@ pub struct Member {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// When each held partition was assigned (KIP-1251).
+    pub epochs: AssignmentEpochs,
 }
 
 impl Member {
@@ -67,6 +69,7 @@ impl Member {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            epochs: AssignmentEpochs::new(),
         }
     }
 
@@ -86,6 +89,7 @@ impl Member {
             state: self.state,
             assigned: self.assigned.clone(),
             pending_revocation: self.pending_revocation.clone(),
+            epochs: self.epochs.clone(),
         }
     }
 
@@ -95,6 +99,7 @@ impl Member {
         self.state = c.state;
         self.assigned = c.assigned.clone();
         self.pending_revocation = c.pending_revocation.clone();
+        self.epochs = c.epochs.clone();
     }
 }
 
@@ -358,6 +363,7 @@ impl ConsumerGroup {
                         m.state = MemberState::Stable;
                         m.assigned.clear();
                         m.pending_revocation.clear();
+                        m.epochs.clear();
                     }
                 }
                 let m = m.clone();

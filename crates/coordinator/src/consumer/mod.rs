@@ -71,6 +71,15 @@ pub struct ConsumerGroups {
     regexes: HashMap<String, TopicRegex>,
 }
 
+/// The partitions (by topic name) a member committing with an older epoch may commit.
+pub(crate) struct HeldPartitions(std::collections::HashSet<(String, i32)>);
+
+impl HeldPartitions {
+    pub(crate) fn allows(&self, topic: &str, partition: i32) -> bool {
+        self.0.contains(&(topic.to_string(), partition))
+    }
+}
+
 /// A heartbeat failure: the error and Kafka's message for it.
 type HbError = (ErrorCode, String);
 
@@ -127,7 +136,9 @@ impl ConsumerGroups {
         match self.regex(pattern) {
             Ok(r) => topics
                 .iter()
-                .filter(|t| !t.internal && r.matches(&t.name))
+                // As Kafka: internal topics match too (a regex naming
+                // `__consumer_offsets` gets it).
+                .filter(|t| r.matches(&t.name))
                 .map(|t| t.name.clone())
                 .collect(),
             Err(_) => BTreeSet::new(),
@@ -1196,8 +1207,10 @@ impl GroupCoordinator {
 
     // ---- the classic APIs on consumer groups ---------------------------------------------
 
-    /// OffsetCommit/TxnOffsetCommit checks of a consumer group (None: not a consumer group).
-    /// When the commit may proceed, the group's offsets entry exists.
+    /// OffsetCommit/TxnOffsetCommit checks of a consumer group (None: not a consumer group):
+    /// the request's error, and when a member commits with an epoch older than its current
+    /// one, the partitions it may still commit (KIP-1251). When the commit may proceed, the
+    /// group's offsets entry exists.
     pub(crate) fn consumer_offset_commit_check(
         &mut self,
         gid: &str,
@@ -1205,13 +1218,24 @@ impl GroupCoordinator {
         epoch: i32,
         transactional: bool,
         api_version: i16,
-    ) -> Option<Option<ErrorCode>> {
+    ) -> Option<(Option<ErrorCode>, Option<HeldPartitions>)> {
         let g = self.consumer.groups.get(gid)?;
-        let e = g.validate_offset_commit(member_id, epoch, transactional, api_version);
-        if e.is_none() {
-            self.consumer_offsets_holder(gid);
+        match g.validate_offset_commit(member_id, epoch, transactional, api_version) {
+            Err(e) => Some((Some(e), None)),
+            Ok(held) => {
+                let held = held.map(|parts| {
+                    let topics = &self.consumer.topics;
+                    HeldPartitions(
+                        parts
+                            .into_iter()
+                            .filter_map(|(t, p)| topics.by_id(&t).map(|i| (i.name.clone(), p)))
+                            .collect(),
+                    )
+                });
+                self.consumer_offsets_holder(gid);
+                Some((None, held))
+            }
         }
-        Some(e)
     }
 
     /// OffsetFetch v9 member checks of a consumer group.
@@ -1516,28 +1540,48 @@ pub fn group_type_name(consumer: bool) -> &'static str {
 }
 
 impl ConsumerGroup {
-    /// Kafka's `validateOffsetCommit` for consumer groups.
+    /// Kafka's `validateOffsetCommit` for consumer groups. `Ok(None)`: every partition may
+    /// be committed; `Ok(Some(held))`: an older member epoch (KIP-1251) may commit only the
+    /// partitions the member holds since that epoch or earlier (the others get
+    /// STALE_MEMBER_EPOCH).
     pub(crate) fn validate_offset_commit(
         &self,
         member_id: &str,
         epoch: i32,
         transactional: bool,
         api_version: i16,
-    ) -> Option<ErrorCode> {
+    ) -> Result<Option<Vec<(TopicId, i32)>>, ErrorCode> {
         if epoch < 0 && self.members.is_empty() {
-            return None;
+            return Ok(None);
         }
         let Some(m) = self.members.get(member_id) else {
-            return Some(ErrorCode::UnknownMemberId);
+            return Err(ErrorCode::UnknownMemberId);
         };
-        if !transactional && !m.uses_classic() && api_version < 9 {
-            return Some(ErrorCode::UnsupportedVersion);
+        if m.uses_classic() {
+            // A classic member commits with its generation, exactly.
+            return if epoch == m.epoch {
+                Ok(None)
+            } else {
+                Err(ErrorCode::IllegalGeneration)
+            };
         }
-        (epoch != m.epoch).then_some(if m.uses_classic() {
-            ErrorCode::IllegalGeneration
-        } else {
-            ErrorCode::StaleMemberEpoch
-        })
+        if !transactional && api_version < 9 {
+            return Err(ErrorCode::UnsupportedVersion);
+        }
+        match epoch.cmp(&m.epoch) {
+            std::cmp::Ordering::Equal => Ok(None),
+            std::cmp::Ordering::Greater => Err(ErrorCode::StaleMemberEpoch),
+            // The member has not heard of its newer epoch yet: what it held then, it still
+            // holds, and may commit.
+            std::cmp::Ordering::Less => Ok(Some(
+                m.assigned
+                    .iter()
+                    .chain(m.pending_revocation.iter())
+                    .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+                    .filter(|tp| m.epochs.get(tp).is_some_and(|e| *e <= epoch))
+                    .collect(),
+            )),
+        }
     }
 
     /// Kafka's `validateOffsetFetch` for consumer groups (OffsetFetch v9 member fields).

@@ -7,7 +7,7 @@
 //! never has two owners; a member's epoch only grows.
 
 use super::group::Member;
-use super::records::{Assignment, CurrentAssignment, MemberState};
+use super::records::{Assignment, AssignmentEpochs, CurrentAssignment, MemberState};
 use model::TopicId;
 
 /// The partitions a member reports owning in its heartbeat (`None`: not reported).
@@ -62,6 +62,7 @@ pub fn reconcile(
             let mut empty = member.clone();
             empty.assigned.clear();
             empty.pending_revocation.clear();
+            empty.epochs.clear();
             next_assignment(
                 &empty,
                 target_epoch,
@@ -122,16 +123,32 @@ fn next_assignment(
             }
         }
     }
+    // Partitions kept keep the epoch they were assigned at (KIP-1251).
+    let kept_epoch =
+        |t: &TopicId, p: i32| member.epochs.get(&(*t, p)).copied().unwrap_or(member.epoch);
     if !revoke.is_empty() && owns_any(owned, &revoke) {
+        let epochs = assigned
+            .iter()
+            .chain(revoke.iter())
+            .flat_map(|(t, ps)| ps.iter().map(move |p| ((*t, *p), kept_epoch(t, *p))))
+            .collect();
         return CurrentAssignment {
             member_epoch,
             previous_member_epoch: member.epoch_for_previous(member_epoch),
             state: MemberState::UnrevokedPartitions,
             assigned,
             pending_revocation: revoke,
+            epochs,
         };
     }
+    let mut epochs: AssignmentEpochs = assigned
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| ((*t, *p), kept_epoch(t, *p))))
+        .collect();
     for (t, parts) in pending_assignment {
+        for p in &parts {
+            epochs.insert((t, *p), target_epoch);
+        }
         assigned.entry(t).or_default().extend(parts);
     }
     CurrentAssignment {
@@ -144,6 +161,7 @@ fn next_assignment(
         },
         assigned,
         pending_revocation: Assignment::new(),
+        epochs,
     }
 }
 

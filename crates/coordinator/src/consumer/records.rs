@@ -31,6 +31,10 @@ use crate::Error;
 /// Partitions per topic id, ordered (so records and responses are deterministic).
 pub type Assignment = BTreeMap<TopicId, BTreeSet<i32>>;
 
+/// The epoch at which a member was given each partition it holds (KIP-1251): an offset
+/// commit with an older member epoch is accepted for a partition held since that epoch.
+pub type AssignmentEpochs = BTreeMap<(TopicId, i32), i32>;
+
 pub const GROUP_METADATA_KEY: i16 = 3;
 pub const PARTITION_METADATA_KEY: i16 = 4;
 pub const MEMBER_METADATA_KEY: i16 = 5;
@@ -119,6 +123,9 @@ pub struct CurrentAssignment {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// Per held partition (assigned and pending revocation), the epoch it was assigned at;
+    /// Kafka's tagged `AssignmentEpochs` (4.3+). Records without it read as the member epoch.
+    pub epochs: AssignmentEpochs,
 }
 
 /// One topic of ConsumerGroupPartitionMetadataValue.
@@ -267,8 +274,8 @@ impl CgRecord {
                     w.i32(c.member_epoch);
                     w.i32(c.previous_member_epoch);
                     w.b.put_i8(c.state.value());
-                    w.assignment(&c.assigned);
-                    w.assignment(&c.pending_revocation);
+                    w.assignment_with_epochs(&c.assigned, &c.epochs);
+                    w.assignment_with_epochs(&c.pending_revocation, &c.epochs);
                     w.no_tags();
                     w.finish()
                 }),
@@ -364,8 +371,11 @@ impl CgRecord {
                         let member_epoch = r.i32()?;
                         let previous_member_epoch = r.i32()?;
                         let state = MemberState::from_value(r.take(1)?[0] as i8);
-                        let assigned = read_assignment(r)?;
-                        let pending_revocation = read_assignment(r)?;
+                        let mut epochs = AssignmentEpochs::new();
+                        let default_epoch = member_epoch.max(0);
+                        let assigned = read_assignment_epochs(r, default_epoch, &mut epochs)?;
+                        let pending_revocation =
+                            read_assignment_epochs(r, default_epoch, &mut epochs)?;
                         r.tagged_fields()?;
                         Ok::<_, Error>(CurrentAssignment {
                             member_epoch,
@@ -373,6 +383,7 @@ impl CgRecord {
                             state,
                             assigned,
                             pending_revocation,
+                            epochs,
                         })
                     })
                     .transpose()?,
@@ -560,6 +571,51 @@ fn decode_partition_metadata(r: &mut Reader<'_>) -> Result<BTreeMap<String, Topi
     Ok(topics)
 }
 
+/// An assignment whose topics may carry `AssignmentEpochs` (tag 0, aligned with the
+/// partitions); partitions without one get `default_epoch`.
+fn read_assignment_epochs(
+    r: &mut Reader<'_>,
+    default_epoch: i32,
+    epochs: &mut AssignmentEpochs,
+) -> Result<Assignment, Error> {
+    let n = r.array_len(16 + 1 + 1)?;
+    let mut a = Assignment::new();
+    for _ in 0..n {
+        let id = read_uuid(r)?;
+        let np = r.array_len(4)?;
+        let mut parts = Vec::with_capacity(np);
+        for _ in 0..np {
+            parts.push(r.i32()?);
+        }
+        let mut tagged: Option<Vec<i32>> = None;
+        r.tagged_fields_with(|tag, raw| {
+            if tag == 0 {
+                let mut t = Reader::new(raw);
+                t.flexible = true;
+                // A null array reads as empty: every partition then takes the default.
+                let n = t.array_len(4)?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(t.i32()?);
+                }
+                tagged = Some(v);
+            }
+            Ok(())
+        })?;
+        let set = a.entry(id).or_default();
+        for (i, p) in parts.iter().enumerate() {
+            set.insert(*p);
+            let e = tagged
+                .as_ref()
+                .and_then(|v| v.get(i))
+                .copied()
+                .unwrap_or(default_epoch);
+            epochs.insert((id, *p), e);
+        }
+    }
+    Ok(a)
+}
+
 fn read_assignment(r: &mut Reader<'_>) -> Result<Assignment, Error> {
     let n = r.array_len(16 + 1 + 1)?;
     let mut a = Assignment::new();
@@ -630,6 +686,27 @@ impl FlexWriter {
 
     fn no_tags(&mut self) {
         self.uvarint(0);
+    }
+
+    /// An assignment with each topic's `AssignmentEpochs` (tag 0) aligned with its partitions.
+    fn assignment_with_epochs(&mut self, a: &Assignment, epochs: &AssignmentEpochs) {
+        self.len(a.len());
+        for (id, parts) in a {
+            self.uuid(id);
+            self.len(parts.len());
+            for p in parts {
+                self.i32(*p);
+            }
+            let mut tag = FlexWriter { b: BytesMut::new() };
+            tag.len(parts.len());
+            for p in parts {
+                tag.i32(epochs.get(&(*id, *p)).copied().unwrap_or(-1));
+            }
+            self.uvarint(1);
+            self.uvarint(0);
+            self.uvarint(tag.b.len() as u32);
+            self.b.put_slice(&tag.b);
+        }
     }
 
     fn assignment(&mut self, a: &Assignment) {
@@ -748,15 +825,41 @@ mod tests {
                 state: MemberState::UnrevokedPartitions,
                 assigned,
                 pending_revocation: Assignment::new(),
+                epochs: [((tid(1), 0), 3), ((tid(1), 2), 1)].into_iter().collect(),
             }),
         };
         let (k, v) = r.encode();
         assert_eq!(&k[..], &[0, 8, 0, 1, b'g', 0, 1, b'm']);
         let mut want = vec![0, 0, 0, 0, 0, 3, 0, 0, 0, 2, 1, 2];
         want.extend_from_slice(&[1; 16]);
-        want.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0]);
+        want.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 2]);
+        // AssignmentEpochs: one tagged field, tag 0, 9 bytes, aligned with the partitions.
+        want.extend_from_slice(&[1, 0, 9, 3, 0, 0, 0, 3, 0, 0, 0, 1]);
+        want.extend_from_slice(&[1, 0]);
         assert_eq!(v.as_deref(), Some(&want[..]));
         assert_eq!(CgRecord::decode(&k, v.as_deref()).ok(), Some(Some(r)));
+    }
+
+    #[test]
+    fn current_assignment_without_assignment_epochs_reads_member_epoch() {
+        // As Kafka before 4.3 writes it: no AssignmentEpochs tag.
+        let mut v = vec![0, 0, 0, 0, 0, 3, 0, 0, 0, 2, 1, 2];
+        v.extend_from_slice(&[1; 16]);
+        v.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0]);
+        let k = [0, 8, 0, 1, b'g', 0, 1, b'm'];
+        let Ok(Some(CgRecord::Current { value: Some(c), .. })) = CgRecord::decode(&k, Some(&v))
+        else {
+            panic!("not a current assignment");
+        };
+        let want: AssignmentEpochs = [((tid(1), 0), 3), ((tid(1), 2), 3)].into_iter().collect();
+        assert_eq!(c.epochs, want);
+        // A static member that left (-2) reads as epoch 0.
+        v[2..6].copy_from_slice(&(-2i32).to_be_bytes());
+        let Ok(Some(CgRecord::Current { value: Some(c), .. })) = CgRecord::decode(&k, Some(&v))
+        else {
+            panic!("not a current assignment");
+        };
+        assert!(c.epochs.values().all(|e| *e == 0));
     }
 
     #[test]
@@ -883,6 +986,11 @@ mod tests {
                         member_epoch: e,
                         previous_member_epoch: p,
                         state: MemberState::from_value(s),
+                        epochs: a
+                            .iter()
+                            .chain(r.iter())
+                            .flat_map(|(t, ps)| ps.iter().map(move |p| ((*t, *p), p ^ e)))
+                            .collect(),
                         assigned: a,
                         pending_revocation: r,
                     }),

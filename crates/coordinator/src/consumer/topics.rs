@@ -15,7 +15,8 @@ pub struct TopicInfo {
     /// The racks of the brokers holding each partition's replicas, sorted (empty when the
     /// brokers have no `broker.rack`). Indexed by partition; may be shorter than `partitions`.
     pub racks: Vec<Vec<String>>,
-    /// Internal topics (`__consumer_offsets`...) never match a subscription regex.
+    /// Internal topics (`__consumer_offsets`...); informational (as in Kafka, a subscription
+    /// regex that matches one gets it).
     pub internal: bool,
 }
 

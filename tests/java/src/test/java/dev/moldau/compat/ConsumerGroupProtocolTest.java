@@ -133,6 +133,24 @@ class ConsumerGroupProtocolTest extends BrokerTestBase {
         }
     }
 
+    /** As Kafka: a server-side regex is matched against every topic, internal ones included. */
+    @Test
+    void serverSideRegexMatchesAnInternalTopicItNames(TestInfo info) throws Exception {
+        Map<String, Object> conf = new HashMap<>(Map.of(ConsumerConfig.GROUP_ID_CONFIG, unique(info) + "-g",
+                ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"));
+        try (KafkaConsumer<String, String> c = consumer(conf)) {
+            // The group's own FindCoordinator makes sure __consumer_offsets exists.
+            c.subscribe(new SubscriptionPattern("__consumer_offsets"));
+            waitFor("every __consumer_offsets partition", Duration.ofSeconds(60), () -> {
+                c.poll(Duration.ofMillis(100));
+                return !c.assignment().isEmpty()
+                        && c.assignment().size() == c.partitionsFor("__consumer_offsets").size();
+            });
+            assertTrue(c.assignment().stream().allMatch(tp -> tp.topic().equals("__consumer_offsets")),
+                    "assignment: " + c.assignment());
+        }
+    }
+
     @BeforeEach
     void requireKip848() {
         assumeTrue(KafkaApis.supports(bootstrap(), ApiKeys.CONSUMER_GROUP_HEARTBEAT),

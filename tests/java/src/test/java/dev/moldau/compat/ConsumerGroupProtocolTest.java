@@ -133,6 +133,73 @@ class ConsumerGroupProtocolTest extends BrokerTestBase {
         }
     }
 
+    /**
+     * KIP-848 online upgrade and downgrade: a consumer-protocol member joins a running classic
+     * group (which becomes a consumer group whose classic member keeps working through
+     * JoinGroup/SyncGroup), both consume every record once between them, and when the
+     * consumer-protocol member leaves the group is classic again.
+     */
+    @Test
+    void classicGroupUpgradesOnlineAndDowngradesWhenTheLastNewMemberLeaves(TestInfo info) throws Exception {
+        String topic = unique(info);
+        String group = topic + "-g";
+        createTopic(topic, 4, Map.of());
+        Map<String, Object> classicConf = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic",
+                ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 300,
+                ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10000);
+        Map<String, Object> consumerConf = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        try (KafkaConsumer<String, String> classic = consumer(classicConf)) {
+            classic.subscribe(List.of(topic));
+            waitFor("the classic member owns everything", Duration.ofSeconds(60), () -> {
+                classic.poll(Duration.ofMillis(100));
+                return classic.assignment().size() == 4;
+            });
+            assertEquals(GroupType.CLASSIC, groupType(group));
+            Set<String> seen = new HashSet<>();
+            try (KafkaConsumer<String, String> modern = consumer(consumerConf)) {
+                modern.subscribe(List.of(topic));
+                waitFor("2 + 2 across the protocols", Duration.ofSeconds(90), () -> {
+                    classic.poll(Duration.ofMillis(100));
+                    modern.poll(Duration.ofMillis(100));
+                    return classic.assignment().size() == 2 && modern.assignment().size() == 2;
+                });
+                assertEquals(GroupType.CONSUMER, groupType(group));
+                try (KafkaProducer<String, String> p = producer(Map.of())) {
+                    for (int i = 0; i < 40; i++) p.send(new ProducerRecord<>(topic, i % 4, null, "v" + i));
+                    p.flush();
+                }
+                waitFor("40 records across the mixed group", Duration.ofSeconds(60), () -> {
+                    for (KafkaConsumer<String, String> c : List.of(classic, modern)) {
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                            assertTrue(seen.add(r.value()), "delivered twice: " + r.value());
+                        }
+                    }
+                    return seen.size() == 40;
+                });
+                modern.commitSync();
+                classic.commitSync();
+            }
+            waitFor("the classic member owns everything again", Duration.ofSeconds(90), () -> {
+                for (ConsumerRecord<String, String> r : classic.poll(Duration.ofMillis(100))) {
+                    assertTrue(seen.add(r.value()), "delivered twice after the downgrade: " + r.value());
+                }
+                return classic.assignment().size() == 4;
+            });
+            waitFor("the group is classic again", Duration.ofSeconds(30), () -> groupType(group) == GroupType.CLASSIC);
+            assertEquals(40, seen.size());
+        }
+    }
+
+    private GroupType groupType(String group) {
+        try {
+            return admin.describeConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS).get(group).type();
+        } catch (Exception e) {
+            throw new IllegalStateException("describeConsumerGroups " + group, e);
+        }
+    }
+
     /** As Kafka: a server-side regex is matched against every topic, internal ones included. */
     @Test
     void serverSideRegexMatchesAnInternalTopicItNames(TestInfo info) throws Exception {

@@ -9,6 +9,8 @@
 - An expired transaction is aborted by the coordinator (epoch bump: the producer is fenced).
 - aiokafka and kafka-python transactional producers (begin/commit/abort, offsets in the
   transaction).
+- kafka-python's transaction admin (list with every filter including the v2 pattern,
+  describe, describe producers, abort of a hanging transaction).
 - Transaction state survives kill -9 of the broker.
 """
 
@@ -338,6 +340,71 @@ def test_kafka_python_transactions(broker, topic):
         assert c.committed(KTP(topic, 0)) == 4
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- kafka-python: transaction admin
+
+def test_kafka_python_transaction_admin(broker, topic):
+    """kafka-python's KIP-664 admin (ListTransactions v0-v2, DescribeTransactions,
+    DescribeProducers, WriteTxnMarkers abort) on an open and a committed transaction; the
+    Java side of the same APIs is kafka-transactions.sh (tests/reference/test_tools.py)."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+    from kafka.admin._transactions import AbortTransactionSpec
+    from kafka.errors import BrokerResponseError
+
+    prefix = uid("adm")
+    done_id, open_id = f"{prefix}-done", f"{prefix}-open"
+    done = txn_producer(broker.bootstrap, done_id)
+    done.begin_transaction()
+    done.produce(topic, value=b"done", partition=0)
+    done.commit_transaction(DEADLINE_S)
+    hung = txn_producer(broker.bootstrap, open_id)
+    hung.begin_transaction()
+    hung.produce(topic, value=b"open", partition=0)
+    hung.flush(DEADLINE_S)
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    try:
+        def listed(**filters):
+            by_broker = admin.list_transactions(**filters)
+            return {t.transactional_id: t.state.value for ts in by_broker.values() for t in ts}
+
+        everything = listed()
+        assert everything[done_id] == "CompleteCommit"
+        assert everything[open_id] == "Ongoing"
+        assert listed(state_filters=["Ongoing"]).get(done_id) is None
+        # v2 (KIP-1152): the pattern must match the whole id.
+        assert listed(transactional_id_pattern=f"{prefix}-.*") == {
+            done_id: "CompleteCommit", open_id: "Ongoing"}
+        assert listed(transactional_id_pattern=f"{prefix}-op") == {}
+        with pytest.raises(BrokerResponseError) as bad:
+            admin.list_transactions(transactional_id_pattern="(")
+        assert bad.value.errno == 128, "INVALID_REGULAR_EXPRESSION"
+
+        desc = admin.describe_transactions([open_id])[open_id]
+        assert desc.state.value == "Ongoing"
+        assert desc.topic_partitions == {KTP(topic, 0)}
+        assert desc.transaction_start_time_ms > 0
+
+        tp = KTP(topic, 0)
+        producers = admin.describe_producers([tp])[tp].active_producers
+        mine = [ps for ps in producers if ps.producer_id == desc.producer_id]
+        assert len(mine) == 1 and mine[0].current_transaction_start_offset >= 0
+        assert read_kafka_python(broker.bootstrap, topic, 5, wait_s=2.0) == [b"done"]
+
+        # Abort the hanging transaction on the partition (as kafka-transactions.sh abort):
+        # the read_committed position moves past it; its producer is left open (unfenced).
+        admin.abort_transaction(AbortTransactionSpec(tp, mine[0].producer_id,
+                                                     mine[0].producer_epoch,
+                                                     mine[0].coordinator_epoch))
+        clients.confluent_produce(broker.bootstrap, topic, [{"value": b"after"}])
+        assert read_kafka_python(broker.bootstrap, topic, 2) == [b"done", b"after"]
+        producers = admin.describe_producers([tp])[tp].active_producers
+        assert all(ps.current_transaction_start_offset == -1 for ps in producers)
+    finally:
+        admin.close()
+        hung.abort_transaction(DEADLINE_S)
 
 
 # ---------------------------------------------------------------- restart

@@ -390,7 +390,10 @@ def test_kafka_transactions_tool(mb):
     topic = name("tools-txn")
     tid = name("tools-txn-id")
     kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "1").check()
-    p = Producer({"bootstrap.servers": b, "transactional.id": tid, "linger.ms": 0})
+    # The transaction must stay open through several JVM tool runs (seconds each on a loaded
+    # machine): a timeout well above librdkafka's 60 s default, or the coordinator aborts it.
+    p = Producer({"bootstrap.servers": b, "transactional.id": tid, "linger.ms": 0,
+                  "transaction.timeout.ms": 600000})
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(topic, b"open", partition=0)
@@ -400,6 +403,13 @@ def test_kafka_transactions_tool(mb):
     mine = [row for row in listed if row.get("TransactionalId") == tid]
     assert mine and mine[0]["TransactionState"] == "Ongoing", listed
     pid = mine[0]["ProducerId"]
+    # ListTransactions v2 (KIP-1152): the pattern must match the whole transactional id.
+    by_pattern = table(kafka_class(txns, "--bootstrap-server", b, "list",
+                                   "--transactional-id-pattern", tid[:-2] + ".*").check())
+    assert [row["TransactionalId"] for row in by_pattern] == [tid], by_pattern
+    by_prefix = table(kafka_class(txns, "--bootstrap-server", b, "list",
+                                  "--transactional-id-pattern", tid[:-2]).check())
+    assert by_prefix == [], by_prefix
 
     desc = table(kafka_class(txns, "--bootstrap-server", b, "describe", "--transactional-id", tid).check())
     assert len(desc) == 1, desc

@@ -538,6 +538,46 @@ fn describe_and_list_show_the_visible_state() {
 }
 
 #[test]
+fn list_v2_filters_by_a_whole_id_pattern() {
+    let mut h = T::new();
+    for id in ["etl-1", "etl-2", "xetl-3", "other"] {
+        h.init_ok(id);
+    }
+    let list = |h: &mut T, version: i16, pattern: Option<&str>| {
+        let tok = h.token(1);
+        let mut r = ListTransactionsRequest::default();
+        r.transactional_id_pattern = pattern.map(sb);
+        let now = h.now;
+        let out = h.c.list_transactions(&T::ctx(tok, version), r, now);
+        h.absorb(out);
+        let ResponseKind::ListTransactions(l) = h.answers.get(&tok).unwrap().clone() else {
+            panic!()
+        };
+        let mut ids: Vec<String> = l
+            .transaction_states
+            .iter()
+            .map(|t| t.transactional_id.0.to_string())
+            .collect();
+        ids.sort();
+        (l.error_code, ids)
+    };
+    // A whole-id match, as RE2/J's Matcher.matches(): "xetl-3" contains "etl-" but is not listed.
+    assert_eq!(
+        list(&mut h, 2, Some("etl-.*")),
+        (0, vec!["etl-1".into(), "etl-2".into()])
+    );
+    assert_eq!(list(&mut h, 2, Some("etl-")).1, Vec::<String>::new());
+    assert_eq!(list(&mut h, 2, Some("")).1.len(), 4, "empty: no filter");
+    assert_eq!(list(&mut h, 2, None).1.len(), 4, "null: no filter");
+    assert_eq!(
+        list(&mut h, 2, Some("etl-(")),
+        (code(ErrorCode::InvalidRegularExpression), vec![])
+    );
+    // Below v2 the field does not exist on the wire: ignored.
+    assert_eq!(list(&mut h, 1, Some("etl-.*")).1.len(), 4);
+}
+
+#[test]
 fn reload_replays_state_and_resends_markers_of_preparing_transactions() {
     let mut h = T::new();
     let (pa, ea) = h.init_ok("a");

@@ -57,6 +57,7 @@ use protocol::messages::{
 };
 use protocol::{RequestKind, ResponseKind, StrBytes};
 
+use crate::consumer::regex::TopicRegex;
 use crate::coordinator::partition_for;
 use crate::{Error, RequestContext, RequestToken};
 use log::TxnValue;
@@ -1378,7 +1379,11 @@ impl TransactionCoordinator {
         out
     }
 
-    /// ListTransactions (v0-v1: state and producer id filters; v1 adds the duration filter).
+    /// ListTransactions: state and producer id filters; v1 adds the duration filter, v2 the
+    /// transactional id pattern (KIP-1152), matched against the whole id with an RE2-family
+    /// engine as Kafka's RE2/J `Matcher.matches()` (an invalid one: INVALID_REGULAR_EXPRESSION).
+    /// While a partition is loading the answer is COORDINATOR_LOAD_IN_PROGRESS with no
+    /// transactions, as Kafka's.
     pub fn list_transactions(
         &mut self,
         ctx: &RequestContext,
@@ -1401,7 +1406,22 @@ impl TransactionCoordinator {
         let duration = if v >= 1 { req.duration_filter } else { -1 };
         if !self.loading.is_empty() {
             resp.error_code = ErrorCode::CoordinatorLoadInProgress.code();
+            out.responses
+                .push((ctx.token, ResponseKind::ListTransactions(resp)));
+            return out;
         }
+        let pattern = match req.transactional_id_pattern.as_deref() {
+            Some(p) if v >= 2 && !p.is_empty() => match TopicRegex::compile(p) {
+                Ok(re) => Some(re),
+                Err(_) => {
+                    resp.error_code = ErrorCode::InvalidRegularExpression.code();
+                    out.responses
+                        .push((ctx.token, ResponseKind::ListTransactions(resp)));
+                    return out;
+                }
+            },
+            _ => None,
+        };
         let want_states = req.state_filters.is_empty() || !states.is_empty();
         if want_states {
             for t in self.txns.values() {
@@ -1416,6 +1436,9 @@ impl TransactionCoordinator {
                     continue;
                 }
                 if duration >= 0 && (val.start_ms < 0 || now_ms - val.start_ms < duration) {
+                    continue;
+                }
+                if pattern.as_ref().is_some_and(|re| !re.matches(&t.id)) {
                     continue;
                 }
                 let mut l = ListedTransaction::default();

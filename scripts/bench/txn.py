@@ -16,7 +16,8 @@ Usage (stdlib only):
   cargo build --release -p moldau
   MOLDAU_BIN=target/release/moldau python3 scripts/bench/txn.py
 Options: --seconds 10 (per produce run) --rounds 2 --size 100 (record bytes)
-         --consume-records 2000000 --brokers HOST:PORT (an already running broker)
+         --consume-records 5000000 --consume-repeats 5
+         --brokers HOST:PORT (an already running broker; no broker CPU figures then)
 """
 
 from __future__ import annotations
@@ -97,6 +98,15 @@ def bench(moldau: str, brokers: str, *args: str) -> dict:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc; 0 when unavailable)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def loadavg() -> str:
     try:
         return " ".join(open("/proc/loadavg").read().split()[:3])
@@ -109,7 +119,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--consume-records", type=int, default=2_000_000)
+    ap.add_argument("--consume-records", type=int, default=5_000_000)
+    ap.add_argument("--consume-repeats", type=int, default=5)
     ap.add_argument("--brokers")
     opts = ap.parse_args()
     moldau = os.environ.get("MOLDAU_BIN", "target/release/moldau")
@@ -144,21 +155,24 @@ def main() -> int:
         plain = best["plain"]["records_per_sec"]
         print(f"\nproduce, {opts.size} B records, acks=all, 1 partition, 1 producer, {opts.seconds:.0f} s per run, "
               f"best of {opts.rounds}:")
-        print("| run | records/s | vs non-transactional | commit (flush + EndTxn) p50 / p99 | EndTxn p50 / p99 |")
-        print("|---|---|---|---|---|")
+        print("| run | records/s | transactions/s | vs non-transactional | commit (flush + EndTxn) p50 / p99 "
+              "| EndTxn p50 / p99 |")
+        print("|---|---|---|---|---|---|")
         for name, size in runs:
             o = best[name]
             lat = (f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} ms",
                    f"{o['end_txn_p50_ms']:.2f} / {o['end_txn_p99_ms']:.2f} ms") if size else ("", "")
             label = "non-transactional (idempotent)" if not size else f"transactions of {size[0]} records"
-            print(f"| {label} | {o['records_per_sec']:,.0f} | {100 * o['records_per_sec'] / plain:.0f}% "
+            tps = f"{o['records_per_sec'] / int(size[0]):,.0f}" if size else ""
+            print(f"| {label} | {o['records_per_sec']:,.0f} | {tps} | {100 * o['records_per_sec'] / plain:.0f}% "
                   f"| {lat[0]} | {lat[1]} |")
 
         print(f"\nconsume, {opts.consume_records:,} records of {opts.size} B, 1 partition, from the beginning "
-              f"(page cache), best of 3 alternating:")
+              f"(page cache), best of {opts.consume_repeats} alternating; broker CPU per million log records "
+              f"(median; the measure least disturbed by other load on the machine):")
         print("| data | isolation | records delivered | records/s delivered | log records/s | read_committed vs "
-              "read_uncommitted (log records/s) |")
-        print("|---|---|---|---|---|---|")
+              "read_uncommitted (log records/s) | broker CPU ms / M records |")
+        print("|---|---|---|---|---|---|---|")
         for label, extra in [("transactions of 1,000, all committed", []),
                              ("transactions of 1,000, every 10th aborted", ["--abort-every", "10"])]:
             topic = f"bench-txn-{tag}-data-{len(extra)}"
@@ -166,9 +180,13 @@ def main() -> int:
                   str(opts.consume_records), "--acks", "all", "--transactional", "--transaction-size", "1000",
                   *extra)
             got: dict[str, dict] = {}
-            for _ in range(3):
+            cpu: dict[str, list[float]] = {"read_committed": [], "read_uncommitted": []}
+            for _ in range(opts.consume_repeats):
                 for iso in ("read_committed", "read_uncommitted"):
+                    before = cpu_seconds(server.proc.pid) if server else 0.0
                     out = bench(moldau, brokers, "consume", "-t", topic, "--isolation", iso)
+                    if server:
+                        cpu[iso].append((cpu_seconds(server.proc.pid) - before) * 1e9 / opts.consume_records)
                     # Both pass every record of the log; read_committed delivers only committed ones.
                     out["log_rps"] = opts.consume_records / out["seconds"] if out.get("seconds") else 0
                     if iso not in got or out["log_rps"] > got[iso]["log_rps"]:
@@ -176,8 +194,9 @@ def main() -> int:
             ratio = 100 * got["read_committed"]["log_rps"] / got["read_uncommitted"]["log_rps"]
             for iso in ("read_committed", "read_uncommitted"):
                 o = got[iso]
+                cpu_ms = f"{statistics.median(cpu[iso]):.0f}" if cpu[iso] else "n/a"
                 print(f"| {label} | {iso} | {o['records']:,} | {o['records_per_sec']:,.0f} | {o['log_rps']:,.0f} | "
-                      + (f"{ratio:.0f}%" if iso == "read_committed" else "") + " |")
+                      + (f"{ratio:.0f}%" if iso == "read_committed" else "") + f" | {cpu_ms} |")
         print(f"\nload average at end {loadavg()}")
     finally:
         if server:

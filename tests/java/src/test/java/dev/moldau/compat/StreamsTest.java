@@ -52,8 +52,9 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * Kafka Streams 4.4 applications on Moldau: a word count and a windowed aggregation over a
  * stream-table join, with state kept in local stores backed by changelog topics. Every test is
- * parameterized by processing guarantee: at_least_once runs now; exactly_once_v2 runs as soon
- * as the broker advertises the transaction APIs (issue 11) and is reported as skipped until then.
+ * parameterized by processing guarantee: at_least_once and exactly_once_v2 (transactions:
+ * read_committed input, output and offsets committed atomically); exactly_once_v2 is reported as
+ * skipped against a broker that does not advertise the transaction APIs.
  */
 class StreamsTest extends BrokerTestBase {
 

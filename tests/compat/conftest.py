@@ -27,6 +27,7 @@ import kwire
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 LISTEN_RE = re.compile(r"^moldau: listening on 127\.0\.0\.1:(\d+), data in (.+)$")
+ADMIN_RE = re.compile(r"^moldau: admin on (http://\S+)$")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 
@@ -62,6 +63,8 @@ class MoldauServer:
         self.port: int | None = None
         self._log = None
         self._drain: threading.Thread | None = None
+        self._admin_url: str | None = None
+        self._admin_seen = threading.Event()
 
     @property
     def bootstrap(self) -> str:
@@ -72,6 +75,12 @@ class MoldauServer:
     def address(self) -> tuple[str, int]:
         assert self.port is not None, "broker not started"
         return ("127.0.0.1", self.port)
+
+    def admin_url(self, timeout: float = START_TIMEOUT_S) -> str:
+        """The admin HTTP listener's base URL, from the `moldau: admin on URL` stdout line."""
+        if not self._admin_seen.wait(timeout) or self._admin_url is None:
+            pytest.fail(f"moldau printed no admin line within {timeout}s\n{self.log_tail()}", pytrace=False)
+        return self._admin_url
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -99,6 +108,8 @@ class MoldauServer:
         self._log.flush()
         env = dict(os.environ)
         env.setdefault("RUST_BACKTRACE", "1")
+        self._admin_url = None
+        self._admin_seen.clear()
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, env=env,
         )
@@ -106,6 +117,7 @@ class MoldauServer:
         lines: queue.Queue = queue.Queue()
         proc = self.proc
         log = self._log
+        server = self
 
         def pump():
             # First line goes to the queue; everything after it is copied into the log so a
@@ -115,6 +127,11 @@ class MoldauServer:
                 if first:
                     lines.put(raw)
                     first = False
+                else:
+                    admin = ADMIN_RE.match(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                    if admin and not server._admin_seen.is_set():
+                        server._admin_url = admin.group(1)
+                        server._admin_seen.set()
                 log.write(b"[stdout] " + raw)
                 log.flush()
             if first:

@@ -15,12 +15,14 @@
 
 use crate::handlers::{self, Reply};
 use crate::memory::ResponseBytes;
+use crate::metrics::{RequestTimer, METRICS};
 use crate::state::BrokerState;
 use bytes::Bytes;
 use protocol::frame::{FrameError, FrameReader};
 use protocol::{ApiKey, RequestError};
 use std::io::IoSlice;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
@@ -35,6 +37,7 @@ pub async fn accept_loop(
     tasks: TaskTracker,
 ) {
     let limit = Arc::new(Semaphore::new(state.config.max_connections.max(1) as usize));
+    let stats = METRICS.listener(&crate::metrics::listener_name(&state.config));
     loop {
         let permit = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -52,10 +55,12 @@ pub async fn accept_loop(
                 let state = state.clone();
                 let cancel = cancel.clone();
                 let inner_tasks = tasks.clone();
+                let counted = stats.opened();
                 tasks.spawn(async move {
                     tracing::debug!(%peer, "connection opened");
                     serve(stream, peer, state, cancel, inner_tasks).await;
                     tracing::debug!(%peer, "connection closed");
+                    drop(counted);
                     drop(permit);
                 });
             }
@@ -82,7 +87,8 @@ async fn serve(
     // Kafka shows a client's host as "/<ip>" in group descriptions.
     let client_host = format!("/{}", peer.ip());
     let (mut read_half, write_half) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Reply>(state.config.queued_max_requests.max(1) as usize);
+    let (tx, rx) =
+        mpsc::channel::<(Reply, RequestTimer)>(state.config.queued_max_requests.max(1) as usize);
     let responses = Arc::new(ResponseBytes::default());
     let writer = tasks.spawn(write_replies(write_half, rx, responses.clone()));
     let mut frames = FrameReader::new(state.config.socket_request_max_bytes.max(0) as usize);
@@ -144,8 +150,12 @@ async fn serve(
                 }
             },
         };
-        let reply = match protocol::decode_request(frame) {
-            Ok(req) => handlers::dispatch(&state, req, &client_host),
+        let received = Instant::now();
+        let (reply, mut timer) = match protocol::decode_request(frame) {
+            Ok(req) => {
+                let timer = RequestTimer::start(req.api_key, req.version(), received);
+                (handlers::dispatch(&state, req, &client_host), timer)
+            }
             Err(RequestError::UnsupportedVersion {
                 api_key,
                 version,
@@ -155,7 +165,9 @@ async fn serve(
                     version,
                     "ApiVersions at an unsupported version; answering v0"
                 );
-                Reply::Ready(protocol::api_versions_fallback(correlation_id))
+                let reply = Reply::Ready(protocol::api_versions_fallback(correlation_id));
+                let timer = RequestTimer::start(ApiKey::ApiVersions, version, received);
+                (reply, timer)
             }
             Err(e) => {
                 tracing::info!(error = %e, "closing connection: bad request");
@@ -164,13 +176,17 @@ async fn serve(
         };
         // The request's bytes are gone once its handler has run.
         drop(permit);
+        timer.handled();
         match &reply {
-            Reply::None => continue,
+            Reply::None => {
+                timer.done_without_response();
+                continue;
+            }
             Reply::Ready(b) => responses.add(b.len()),
             Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
             Reply::Later(_) | Reply::LaterChunks(_) => {}
         }
-        if tx.send(reply).await.is_err() {
+        if tx.send((reply, timer)).await.is_err() {
             break;
         }
     }
@@ -198,11 +214,12 @@ async fn write_chunks(
 
 async fn write_replies(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Reply>,
+    mut rx: mpsc::Receiver<(Reply, RequestTimer)>,
     responses: Arc<ResponseBytes>,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, write_half);
-    while let Some(reply) = rx.recv().await {
+    while let Some((reply, timer)) = rx.recv().await {
+        let dequeued = Instant::now();
         // Bytes counted by the reader when it queued them, or here once a delayed reply is
         // ready; given back once written.
         let chunks: Option<(Vec<Bytes>, bool)> = match reply {
@@ -217,6 +234,7 @@ async fn write_replies(
             // would wait forever for this correlation id, so close the connection.
             break;
         };
+        let ready = Instant::now();
         let n: usize = chunks.iter().map(Bytes::len).sum();
         if !counted {
             responses.add(n);
@@ -230,6 +248,7 @@ async fn write_replies(
         if rx.is_empty() && out.flush().await.is_err() {
             return;
         }
+        timer.responded(dequeued, ready, Instant::now());
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;

@@ -115,6 +115,11 @@ impl Groups {
         }
     }
 
+    /// Copies of every group this broker coordinates (for metrics).
+    pub fn snapshot(&self) -> Vec<coordinator::GroupSnapshot> {
+        self.lock().snapshot()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
         self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
     }

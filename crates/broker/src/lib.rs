@@ -9,6 +9,7 @@ mod groups;
 mod handlers;
 mod log_dirs;
 mod memory;
+pub mod metrics;
 mod replica;
 mod state;
 mod txn;

@@ -19,6 +19,8 @@ pub struct Partition {
     high_watermark: AtomicI64,
     /// KIP-890 verification of transactional writes, serialised with transaction markers.
     pub txn: crate::txn_partition::TxnGuards,
+    /// The topic's bytes/records in/out counters (shared by its partitions).
+    pub stats: Arc<crate::metrics::TopicStats>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -34,6 +36,7 @@ impl Partition {
     pub fn new(tp: TopicPartition, topic_id: TopicId, log: Log, leader_epoch: i32) -> Partition {
         let leo = log.log_end_offset();
         Partition {
+            stats: crate::metrics::METRICS.topic(&tp.topic),
             tp,
             topic_id,
             log: Arc::new(log),

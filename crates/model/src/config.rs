@@ -490,6 +490,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         ConfigType::String,
         "cluster id (generated on first start when empty)",
     ),
+    broker(
+        "admin.listener",
+        "",
+        ConfigType::String,
+        "HOST:PORT of the admin HTTP listener (/metrics, /health/*); unset: the client listener's host on a free port; empty: off",
+    ),
+    broker(
+        "metrics.partition.series",
+        "true",
+        ConfigType::Boolean,
+        "export per-partition series (log offsets and sizes, consumer lag per partition); false keeps only per-topic series",
+    ),
 ];
 
 /// The definition of a topic config key.

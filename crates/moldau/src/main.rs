@@ -110,17 +110,88 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Where the admin HTTP listener binds: `admin.listener` when set (empty: no listener),
+/// else the client listener's host on a free port.
+fn admin_address(config: &model::BrokerConfig) -> anyhow::Result<Option<String>> {
+    match config.props.get("admin.listener").map(|v| v.trim()) {
+        Some("") => Ok(None),
+        Some(addr) => {
+            let ok = addr
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            anyhow::ensure!(
+                ok,
+                "admin.listener {addr:?}: expected HOST:PORT (or empty to turn it off)"
+            );
+            Ok(Some(addr.to_string()))
+        }
+        None => {
+            let host = config
+                .listen
+                .rsplit_once(':')
+                .map_or("127.0.0.1", |(h, _)| h);
+            Ok(Some(format!("{host}:0")))
+        }
+    }
+}
+
+/// What the admin listener reports: metrics of the process, then of the broker once it
+/// runs; ready only between the broker's start and the beginning of its shutdown.
+#[derive(Default)]
+struct AdminEndpoints {
+    broker: std::sync::OnceLock<std::sync::Arc<broker::BrokerState>>,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl admin::Endpoints for AdminEndpoints {
+    fn metrics(&self, format: admin::Format) -> String {
+        broker::metrics::render(self.broker.get().cloned(), format)
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        if self.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("shutting down".into());
+        }
+        match self.broker.get() {
+            None => Err("starting: loading metadata and partitions".into()),
+            Some(state) => broker::metrics::ready(state),
+        }
+    }
+}
+
 fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
+    let partition_series = config
+        .props
+        .get("metrics.partition.series")
+        .map_or("true", |v| v.trim());
+    anyhow::ensure!(
+        partition_series.eq_ignore_ascii_case("true")
+            || partition_series.eq_ignore_ascii_case("false"),
+        "metrics.partition.series {partition_series:?}: expected true or false"
+    );
+    let admin_addr = admin_address(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("moldau")
         .build()
         .context("start tokio runtime")?;
     runtime.block_on(async move {
+        // The admin listener comes first, so /health/live answers and /health/ready says
+        // "not ready" while the broker loads its partitions.
+        let endpoints = std::sync::Arc::new(AdminEndpoints::default());
+        let admin = match &admin_addr {
+            Some(addr) => Some(
+                admin::AdminServer::start(addr, endpoints.clone())
+                    .await
+                    .with_context(|| format!("bind admin listener {addr}"))?,
+            ),
+            None => None,
+        };
         let data_dir = config.data_dir.clone();
         let handle = broker::Broker::start(config)
             .await
             .with_context(|| format!("start broker (data dir {data_dir})"))?;
+        let _ = endpoints.broker.set(handle.state().clone());
         let addr = handle.local_addr();
         let shown_dir = std::fs::canonicalize(handle.data_dir())
             .unwrap_or_else(|_| handle.data_dir().to_path_buf());
@@ -133,15 +204,25 @@ fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
                 shown_dir.display()
             )
             .context("write to stdout")?;
+            if let Some(admin) = &admin {
+                writeln!(out, "moldau: admin on http://{}", admin.local_addr())
+                    .context("write to stdout")?;
+            }
             out.flush().context("flush stdout")?;
         }
         wait_for_signal().await?;
         tracing::info!("shutting down");
+        endpoints
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Release);
         if tokio::time::timeout(std::time::Duration::from_secs(10), handle.shutdown())
             .await
             .is_err()
         {
             tracing::warn!("shutdown took longer than 10s; exiting anyway");
+        }
+        if let Some(admin) = admin {
+            admin.shutdown().await;
         }
         tracing::info!("stopped");
         Ok(())

@@ -201,8 +201,20 @@ fn group_consume_describe_and_reset() {
     let d: Value =
         serde_json::from_str(&server.ok(&["group", "describe", "cli-g", "--json"], "")).unwrap();
     assert_eq!(d["total_lag"], 6, "{d}");
+    // Lag in seconds: the age of the first uncommitted record, produced moments ago.
+    let behind: Vec<&Value> = d["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["lag"].as_i64() > Some(0))
+        .collect();
+    assert!(!behind.is_empty(), "{d}");
+    for o in behind {
+        let s = o["lag_seconds"].as_f64().unwrap_or(-1.0);
+        assert!((0.0..600.0).contains(&s), "{d}");
+    }
     let human = server.ok(&["group", "describe", "cli-g"], "");
-    assert!(human.contains("LAG"), "{human}");
+    assert!(human.contains("LAG-SECONDS"), "{human}");
     let list = server.ok(&["group", "list", "--json"], "");
     assert!(list.contains("cli-g"));
     // The group resumes where it stopped.

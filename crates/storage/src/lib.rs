@@ -40,6 +40,7 @@ mod error;
 mod flusher;
 mod index;
 mod log;
+pub mod metrics;
 mod producer;
 mod recovery;
 mod segment;

@@ -308,11 +308,16 @@ impl Shared {
     }
 
     fn sync_segment(&self, seg: &Segment) -> Result<(), StorageError> {
+        let started = std::time::Instant::now();
         let r = if self.fail_next_sync.swap(false, Ordering::AcqRel) {
             Err(std::io::Error::other("injected fsync failure"))
         } else {
             seg.sync()
         };
+        crate::metrics::FSYNC_LATENCY.observe(started.elapsed());
+        if r.is_err() {
+            crate::metrics::FSYNC_FAILURES.fetch_add(1, Ordering::Relaxed);
+        }
         r.map_err(|e| self.go_offline(StorageError::io("fsync", seg.log_path(), e)))
     }
 
@@ -320,6 +325,7 @@ impl Shared {
     /// new durable offset.
     fn flush_inner(&self) -> Result<(), StorageError> {
         let _f = self.flush_lock.lock();
+        let _timed = crate::metrics::Timed::start(&crate::metrics::FLUSH_LATENCY);
         self.check_online()?;
         let target = self.leo();
         let active = self.active();
@@ -1131,6 +1137,21 @@ impl Log {
 
     /// The record with the largest timestamp (the first such record), for ListOffsets
     /// MAX_TIMESTAMP.
+    /// The timestamp of the batch holding `offset`: the broker's append time under
+    /// LogAppendTime, else the batch's first record's. One batch header read, found through
+    /// the offset index (consumer lag in seconds); `None` outside the log or on a read error.
+    pub fn batch_timestamp(&self, offset: i64) -> Option<i64> {
+        let s = &*self.shared;
+        if offset < s.log_start() || offset >= s.leo() {
+            return None;
+        }
+        let (_, h) = s.segment_for(offset).find_batch(offset).ok()??;
+        Some(match h.timestamp_type() {
+            TimestampKind::LogAppendTime => h.max_timestamp,
+            TimestampKind::CreateTime => h.base_timestamp,
+        })
+    }
+
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let s = &*self.shared;
         let start = s.log_start();

@@ -3,6 +3,7 @@
 //! to max_wait_ms until min_bytes are available.
 
 use super::{code, from_uuid, Ctx, Reply};
+use crate::metrics::TopicStats;
 use crate::state::BrokerState;
 use model::ErrorCode;
 use protocol::messages::fetch_response::{
@@ -64,8 +65,9 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     };
     let mut version_rx = state.data_version.subscribe();
     version_rx.borrow_and_update();
-    let (resp, bytes, errors) = read(state, &plan);
+    let (resp, bytes, errors, sent) = read(state, &plan);
     if req.max_wait_ms <= 0 || plan.min_bytes == 0 || bytes >= plan.min_bytes || errors {
+        count_sent(&sent);
         return match encode(ctx, resp) {
             Some(chunks) => Reply::Chunks(chunks),
             None => Reply::Later(Box::pin(async { None })),
@@ -88,20 +90,22 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
                     if !has_new_data(&state, &plan) {
                         continue;
                     }
-                    let (_, bytes, errors) = read(&state, &plan);
+                    let (_, bytes, errors, _) = read(&state, &plan);
                     if bytes >= plan.min_bytes.max(1) || errors {
                         break;
                     }
                 }
             }
         }
-        let (resp, _, _) = read(&state, &plan);
+        let (resp, _, _, sent) = read(&state, &plan);
+        count_sent(&sent);
         encode(ctx, resp)
     }))
 }
 
 /// The response frame in chunks: record bytes from the log are chunks of their own.
 fn encode(ctx: Ctx, resp: FetchResponse) -> Option<Vec<bytes::Bytes>> {
+    crate::metrics::count_fetch_errors(ctx.api, &resp);
     match protocol::encode_fetch_response(ctx.version, ctx.correlation_id, resp) {
         Ok(chunks) => Some(chunks),
         Err(e) => {
@@ -138,9 +142,20 @@ fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
     })
 }
 
-/// One pass over the requested partitions: the response, its record bytes, and whether any
-/// partition had an error (errors are answered at once rather than long-polled).
-fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
+/// Bytes and records (offsets spanned) read from each partition, to count once sent.
+type Sent = Vec<(Arc<TopicStats>, usize, i64)>;
+
+fn count_sent(sent: &Sent) {
+    for (stats, bytes, records) in sent {
+        stats.fetched(*bytes, *records);
+    }
+}
+
+/// One pass over the requested partitions: the response, its record bytes, whether any
+/// partition had an error (errors are answered at once rather than long-polled), and what
+/// was read per partition.
+fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) {
+    let mut sent = Sent::new();
     let image = state.image();
     let mut remaining = plan.max_bytes;
     let mut total = 0usize;
@@ -189,6 +204,9 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
             {
                 Ok(r) => {
                     let n = r.data.len();
+                    if n > 0 {
+                        sent.push((partition.stats.clone(), n, r.next_offset - r.first_offset));
+                    }
                     total += n;
                     remaining = remaining.saturating_sub(n);
                     if plan.read_committed && plan.version >= 4 {
@@ -230,5 +248,6 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool) {
         FetchResponse::default().with_responses(topics),
         total,
         errors,
+        sent,
     )
 }

@@ -44,6 +44,7 @@ pub struct Ctx {
 impl Ctx {
     /// Encodes a response for this request; an encode failure is a handler bug, logged here.
     pub fn encode(&self, body: ResponseKind) -> Option<Bytes> {
+        crate::metrics::count_errors(self.api, &body);
         match protocol::encode_response(self.api, self.version, self.correlation_id, &body) {
             Ok(b) => Some(b),
             Err(e) => {

@@ -73,9 +73,14 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 continue;
             }
             let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
+            let bytes_in = records.len();
             match append(state, txn_id, version, &partition, records) {
                 Ok(info) => {
                     appended_any = true;
+                    if !info.duplicate {
+                        let n = info.last_offset - info.base_offset + 1;
+                        partition.stats.produced(bytes_in, n);
+                    }
                     r = r
                         .with_base_offset(info.base_offset)
                         .with_log_append_time_ms(info.log_append_time_ms);

@@ -250,6 +250,18 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
         })
         .collect();
     let total_lag: i64 = rows.iter().filter_map(|r| r.3).sum();
+    let behind: Vec<(TopicPartition, i64)> = rows
+        .iter()
+        .filter(|r| r.3.is_some_and(|l| l > 0))
+        .filter_map(|r| r.1.map(|c| (r.0.clone(), c)))
+        .collect();
+    let ages = lag_seconds(common, &behind).await;
+    let age = |tp: &TopicPartition, lag: Option<i64>| -> Option<f64> {
+        match lag {
+            Some(0) => Some(0.0),
+            _ => ages.get(tp).copied(),
+        }
+    };
     if common.json {
         print_json(&json!({
             "group": d.group_id,
@@ -270,7 +282,8 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
             })).collect::<Vec<_>>(),
             "offsets": rows.iter().map(|(tp, cur, end, lag, m)| json!({
                 "topic": &*tp.topic, "partition": tp.partition, "committed_offset": cur,
-                "log_end_offset": end, "lag": lag, "member_id": m.map(|m| m.member_id.clone()),
+                "log_end_offset": end, "lag": lag, "lag_seconds": age(tp, *lag),
+                "member_id": m.map(|m| m.member_id.clone()),
             })).collect::<Vec<_>>(),
             "total_lag": total_lag,
         }))?;
@@ -338,6 +351,7 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
         "CURRENT-OFFSET",
         "LOG-END-OFFSET",
         "LAG",
+        "LAG-SECONDS",
         "MEMBER-ID",
         "CLIENT-ID",
         "HOST",
@@ -350,10 +364,53 @@ async fn describe(common: &Common, group: &str) -> anyhow::Result<()> {
             show(cur),
             show(end),
             show(lag),
+            age(tp, lag).map_or("-".to_owned(), |s| format!("{s:.1}")),
             m.map_or("-".into(), |m| m.member_id.clone()),
             m.map_or("-".into(), |m| m.client_id.clone()),
             m.map_or("-".into(), |m| m.client_host.clone()),
         ]);
     }
     t.print()
+}
+
+/// How long ago the first uncommitted record of each partition was written (its timestamp:
+/// the broker's append time on LogAppendTime topics, the producer's on CreateTime ones), in
+/// seconds: one read at each committed offset. Partitions that return nothing within a few
+/// seconds are left out (shown as `-`).
+async fn lag_seconds(
+    common: &Common,
+    behind: &[(TopicPartition, i64)],
+) -> BTreeMap<TopicPartition, f64> {
+    let mut out = BTreeMap::new();
+    if behind.is_empty() {
+        return out;
+    }
+    let config = client::ConsumerConfig {
+        client: common.client_config(),
+        ..client::ConsumerConfig::default()
+    };
+    let Ok(mut consumer) = client::Consumer::new(config).await else {
+        return out;
+    };
+    consumer.assign(behind.iter().map(|(tp, _)| tp.clone()).collect());
+    for (tp, committed) in behind {
+        consumer.seek(tp, client::SeekTo::Offset(*committed));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while out.len() < behind.len() && std::time::Instant::now() < deadline {
+        let Ok(records) = consumer.poll(std::time::Duration::from_millis(200)).await else {
+            break;
+        };
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        for r in records {
+            let tp = TopicPartition::new(&r.topic, r.partition);
+            if !out.contains_key(&tp) {
+                out.insert(tp.clone(), (now_ms - r.timestamp).max(0) as f64 / 1000.0);
+                consumer.pause(&[tp]);
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,746 @@
+//! The broker's metrics: hot-path counters (requests, errors, latency phases, connections,
+//! bytes and records per topic) and what is read from the broker's state at scrape time
+//! (partitions, logs, groups, consumer lag).
+//!
+//! *Hot path:* every counter is an atomic at a fixed place. Requests, errors and latencies
+//! sit in arrays indexed by API key, version and error code (no lookup, no lock, no
+//! allocation per request); per-topic counters are an `Arc<TopicStats>` each hosted
+//! `Partition` holds from its creation. Names and labels are attached only when
+//! `/metrics` is scraped.
+//!
+//! The counters are process-wide (one broker per process in production, as Kafka's own
+//! default metrics registry is per JVM); brokers embedded together in one test process share
+//! them. Scrape-time metrics read the given broker's state.
+
+use crate::state::BrokerState;
+use model::ErrorCode;
+use protocol::{ApiKey, ResponseKind};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use telemetry::prometheus_client::registry::Unit;
+use telemetry::{Histogram, Scrape, NO_LABELS};
+
+const API_SLOTS: usize = 128;
+const VERSION_SLOTS: usize = 32;
+/// Error codes -1..=190 (Kafka's highest is in the 130s).
+const CODE_SLOTS: usize = 192;
+
+/// The phases of a request's time, as Kafka splits `RequestMetrics` (Kafka's request-queue
+/// phase does not exist here: a request is handled by the connection task that read it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// From the request read to its response written.
+    Total = 0,
+    /// The handler's synchronous part (validation, append, read).
+    Local = 1,
+    /// Waiting behind earlier responses of the same connection.
+    ResponseQueue = 2,
+    /// Waiting for something else: acks=all durability, a Fetch long-poll, a rebalance.
+    Remote = 3,
+    /// Writing the response to the socket.
+    Send = 4,
+}
+const PHASES: usize = 5;
+const PHASE_NAMES: [&str; PHASES] = ["total", "local", "response_queue", "remote", "send"];
+
+/// Counters of one topic on this broker. Partitions of a topic share one.
+#[derive(Debug, Default)]
+pub struct TopicStats {
+    pub bytes_in: AtomicU64,
+    pub records_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub records_out: AtomicU64,
+}
+
+impl TopicStats {
+    pub fn produced(&self, bytes: usize, records: i64) {
+        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.records_in
+            .fetch_add(records.max(0) as u64, Ordering::Relaxed);
+    }
+
+    pub fn fetched(&self, bytes: usize, records: i64) {
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.records_out
+            .fetch_add(records.max(0) as u64, Ordering::Relaxed);
+    }
+}
+
+/// Connections of one listener.
+#[derive(Debug)]
+pub struct ListenerStats {
+    name: String,
+    accepted: AtomicU64,
+    closed: AtomicU64,
+}
+
+impl ListenerStats {
+    /// Counts an accepted connection; the guard counts its close when dropped.
+    pub fn opened(self: &Arc<Self>) -> ConnectionGuard {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self.clone())
+    }
+}
+
+/// Counts a connection's close when dropped.
+#[derive(Debug)]
+pub struct ConnectionGuard(Arc<ListenerStats>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The process-wide broker counters (see the module docs).
+pub struct BrokerMetrics {
+    requests: [AtomicU64; API_SLOTS * VERSION_SLOTS],
+    errors: [AtomicU64; API_SLOTS * CODE_SLOTS],
+    latency: [[Histogram; PHASES]; API_SLOTS],
+    listeners: Mutex<Vec<Arc<ListenerStats>>>,
+    topics: Mutex<BTreeMap<String, Arc<TopicStats>>>,
+}
+
+pub static METRICS: BrokerMetrics = BrokerMetrics {
+    requests: [const { AtomicU64::new(0) }; API_SLOTS * VERSION_SLOTS],
+    errors: [const { AtomicU64::new(0) }; API_SLOTS * CODE_SLOTS],
+    latency: [const { [const { Histogram::new() }; PHASES] }; API_SLOTS],
+    listeners: Mutex::new(Vec::new()),
+    topics: Mutex::new(BTreeMap::new()),
+};
+
+fn api_slot(api: ApiKey) -> usize {
+    (api as i16).clamp(0, API_SLOTS as i16 - 1) as usize
+}
+
+impl BrokerMetrics {
+    /// Counts a decoded request.
+    pub fn request(&self, api: ApiKey, version: i16) {
+        let v = version.clamp(0, VERSION_SLOTS as i16 - 1) as usize;
+        self.requests[api_slot(api) * VERSION_SLOTS + v].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn observe(&self, api: ApiKey, phase: Phase, d: Duration) {
+        self.latency[api_slot(api)][phase as usize].observe(d);
+    }
+
+    /// Counts one error code (other than NONE) in a response of `api`.
+    pub fn error(&self, api: ApiKey, code: i16) {
+        if code == 0 {
+            return;
+        }
+        let c = (code + 1).clamp(0, CODE_SLOTS as i16 - 1) as usize;
+        self.errors[api_slot(api) * CODE_SLOTS + c].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters of a listener (taken once, when it starts accepting).
+    pub fn listener(&self, name: &str) -> Arc<ListenerStats> {
+        let mut l = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = l.iter().find(|s| s.name == name) {
+            return s.clone();
+        }
+        let s = Arc::new(ListenerStats {
+            name: name.to_string(),
+            accepted: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+        });
+        l.push(s.clone());
+        s
+    }
+
+    /// The counters of a topic (taken once per hosted partition, when it is created).
+    pub fn topic(&self, topic: &str) -> Arc<TopicStats> {
+        self.topics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(topic.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// The request counter of (api, version); for tests.
+    pub fn requests_of(&self, api: ApiKey, version: i16) -> u64 {
+        let v = version.clamp(0, VERSION_SLOTS as i16 - 1) as usize;
+        self.requests[api_slot(api) * VERSION_SLOTS + v].load(Ordering::Relaxed)
+    }
+}
+
+/// The name of the client listener, for `moldau_connections{listener}`: the first entry of
+/// `listeners` (`NAME://HOST:PORT`), PLAINTEXT when it names none.
+pub fn listener_name(config: &model::BrokerConfig) -> String {
+    config
+        .props
+        .get("listeners")
+        .and_then(|l| l.split(',').next())
+        .and_then(|l| l.split_once("://"))
+        .map_or_else(
+            || "PLAINTEXT".to_string(),
+            |(name, _)| name.trim().to_string(),
+        )
+}
+
+/// Times one request through its phases; see [`Phase`].
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTimer {
+    api: ApiKey,
+    received: Instant,
+    handled: Instant,
+}
+
+impl RequestTimer {
+    /// Counts the request and starts timing it; `received` is when its frame was read.
+    pub fn start(api: ApiKey, version: i16, received: Instant) -> RequestTimer {
+        METRICS.request(api, version);
+        RequestTimer {
+            api,
+            received,
+            handled: received,
+        }
+    }
+
+    /// The handler's synchronous part returned.
+    pub fn handled(&mut self) {
+        self.handled = Instant::now();
+        METRICS.observe(self.api, Phase::Local, self.handled - self.received);
+    }
+
+    /// No response is sent (acks=0): the request is done.
+    pub fn done_without_response(&self) {
+        METRICS.observe(self.api, Phase::Total, self.handled - self.received);
+    }
+
+    /// The writer took the reply (`dequeued`), had it ready (`ready`), wrote it (`written`).
+    pub fn responded(&self, dequeued: Instant, ready: Instant, written: Instant) {
+        let m = &METRICS;
+        m.observe(
+            self.api,
+            Phase::ResponseQueue,
+            dequeued.saturating_duration_since(self.handled),
+        );
+        m.observe(self.api, Phase::Remote, ready - dequeued);
+        m.observe(self.api, Phase::Send, written - ready);
+        m.observe(self.api, Phase::Total, written - self.received);
+    }
+}
+
+/// Counts the error codes of a response (other than NONE), as Kafka's `ErrorsPerSec` does
+/// from `AbstractResponse.errorCounts`: one per partition / topic / group / resource that
+/// carries one. APIs not walked here are counted by their top-level code only.
+pub fn count_errors(api: ApiKey, body: &ResponseKind) {
+    let e = |c: i16| METRICS.error(api, c);
+    match body {
+        ResponseKind::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| e(p.error_code)),
+        ResponseKind::Fetch(r) => count_fetch_errors(api, r),
+        ResponseKind::ListOffsets(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| e(p.error_code)),
+        ResponseKind::Metadata(r) => {
+            for t in &r.topics {
+                e(t.error_code);
+                t.partitions.iter().for_each(|p| e(p.error_code));
+            }
+        }
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| e(p.error_code)),
+        ResponseKind::OffsetFetch(r) => {
+            e(r.error_code);
+            for g in &r.groups {
+                e(g.error_code);
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .for_each(|p| e(p.error_code));
+            }
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| e(p.error_code));
+        }
+        ResponseKind::FindCoordinator(r) => {
+            e(r.error_code);
+            r.coordinators.iter().for_each(|c| e(c.error_code));
+        }
+        ResponseKind::JoinGroup(r) => e(r.error_code),
+        ResponseKind::SyncGroup(r) => e(r.error_code),
+        ResponseKind::Heartbeat(r) => e(r.error_code),
+        ResponseKind::LeaveGroup(r) => {
+            e(r.error_code);
+            r.members.iter().for_each(|m| e(m.error_code));
+        }
+        ResponseKind::ListGroups(r) => e(r.error_code),
+        ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| e(g.error_code)),
+        ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|g| e(g.error_code)),
+        ResponseKind::ConsumerGroupHeartbeat(r) => e(r.error_code),
+        ResponseKind::CreateTopics(r) => r.topics.iter().for_each(|t| e(t.error_code)),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().for_each(|t| e(t.error_code)),
+        ResponseKind::CreatePartitions(r) => r.results.iter().for_each(|t| e(t.error_code)),
+        ResponseKind::DeleteRecords(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| e(p.error_code)),
+        ResponseKind::InitProducerId(r) => e(r.error_code),
+        ResponseKind::EndTxn(r) => e(r.error_code),
+        ResponseKind::AddOffsetsToTxn(r) => e(r.error_code),
+        ResponseKind::DescribeConfigs(r) => r.results.iter().for_each(|x| e(x.error_code)),
+        ResponseKind::AlterConfigs(r) => r.responses.iter().for_each(|x| e(x.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            r.responses.iter().for_each(|x| e(x.error_code))
+        }
+        ResponseKind::ApiVersions(r) => e(r.error_code),
+        _ => {}
+    }
+}
+
+/// [`count_errors`] for a Fetch response (encoded by its own chunked path).
+pub fn count_fetch_errors(api: ApiKey, r: &protocol::messages::FetchResponse) {
+    METRICS.error(api, r.error_code);
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| METRICS.error(api, p.error_code));
+}
+
+/// Scrape-time settings (`metrics.*` broker configs).
+#[derive(Debug, Clone, Copy)]
+pub struct ScrapeOptions {
+    /// Export per-partition series (log sizes and offsets, consumer lag per partition);
+    /// off on brokers with many partitions, which then get per-topic series only.
+    pub partition_series: bool,
+}
+
+impl ScrapeOptions {
+    pub fn from_config(config: &model::BrokerConfig) -> ScrapeOptions {
+        ScrapeOptions {
+            partition_series: config
+                .props
+                .get("metrics.partition.series")
+                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false")),
+        }
+    }
+}
+
+/// Everything `/metrics` shows: the process, the counters above, and when a broker runs
+/// (`state`), its partitions, logs, groups and consumer lag.
+pub struct Exposition {
+    pub state: Option<Arc<BrokerState>>,
+}
+
+impl telemetry::Source for Exposition {
+    fn collect(&self, out: &mut Scrape<'_>) -> fmt::Result {
+        out.gauge(
+            "moldau_build_info",
+            "Moldau's version (always 1).",
+            None,
+            [([("version", env!("CARGO_PKG_VERSION"))], 1)],
+        )?;
+        telemetry::process::ProcessStats::read().collect(out)?;
+        collect_counters(out)?;
+        collect_storage(out)?;
+        if let Some(state) = &self.state {
+            collect_state(state, ScrapeOptions::from_config(&state.config), out)?;
+        }
+        Ok(())
+    }
+}
+
+fn api_name(slot: usize) -> Option<String> {
+    ApiKey::try_from(slot as i16).ok().map(|k| format!("{k:?}"))
+}
+
+fn collect_counters(out: &mut Scrape<'_>) -> fmt::Result {
+    let m = &METRICS;
+    let mut requests = Vec::new();
+    let mut errors = Vec::new();
+    let mut latency = Vec::new();
+    for api in 0..API_SLOTS {
+        let Some(name) = api_name(api) else { continue };
+        for v in 0..VERSION_SLOTS {
+            let n = m.requests[api * VERSION_SLOTS + v].load(Ordering::Relaxed);
+            if n > 0 {
+                requests.push(([("api", name.clone()), ("version", v.to_string())], n));
+            }
+        }
+        for c in 0..CODE_SLOTS {
+            let n = m.errors[api * CODE_SLOTS + c].load(Ordering::Relaxed);
+            if n > 0 {
+                let code = ErrorCode::from_code(c as i16 - 1).name().to_string();
+                errors.push(([("api", name.clone()), ("error", code)], n));
+            }
+        }
+        for (p, phase) in PHASE_NAMES.iter().enumerate() {
+            let h = &m.latency[api][p];
+            if h.count() > 0 {
+                latency.push((
+                    [("api", name.clone()), ("phase", phase.to_string())],
+                    h.snapshot(),
+                ));
+            }
+        }
+    }
+    out.counter(
+        "moldau_requests",
+        "Requests received, by API and version.",
+        None,
+        requests,
+    )?;
+    out.counter(
+        "moldau_request_errors",
+        "Error codes other than NONE in responses, by API and error (one per partition, topic, group or resource that carries it).",
+        None,
+        errors,
+    )?;
+    out.histogram(
+        "moldau_request_latency",
+        "Request time by API and phase: total, local (handler), response_queue (behind earlier responses of the connection), remote (acks=all, long-poll, rebalance waits), send.",
+        latency,
+    )?;
+    let listeners = m
+        .listeners
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    out.counter(
+        "moldau_connections_accepted",
+        "Connections accepted, by listener.",
+        None,
+        listeners.iter().map(|l| {
+            (
+                [("listener", l.name.clone())],
+                l.accepted.load(Ordering::Relaxed),
+            )
+        }),
+    )?;
+    out.gauge(
+        "moldau_connections",
+        "Open connections, by listener.",
+        None,
+        listeners.iter().map(|l| {
+            let open = l
+                .accepted
+                .load(Ordering::Relaxed)
+                .saturating_sub(l.closed.load(Ordering::Relaxed));
+            ([("listener", l.name.clone())], open as i64)
+        }),
+    )?;
+    let topics: Vec<(String, Arc<TopicStats>)> = {
+        let mut t = m.topics.lock().unwrap_or_else(|e| e.into_inner());
+        // A topic no hosted partition holds any more (deleted, moved away) is forgotten.
+        t.retain(|_, s| Arc::strong_count(s) > 1);
+        t.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let per_topic = |f: fn(&TopicStats) -> &AtomicU64| {
+        topics
+            .iter()
+            .map(move |(name, s)| ([("topic", name.as_str())], f(s).load(Ordering::Relaxed)))
+    };
+    out.counter(
+        "moldau_topic_produced",
+        "Record batch bytes appended by producers, by topic.",
+        Some(Unit::Bytes),
+        per_topic(|s| &s.bytes_in),
+    )?;
+    out.counter(
+        "moldau_topic_produced",
+        "Records appended by producers, by topic.",
+        Some(Unit::Other("records".into())),
+        per_topic(|s| &s.records_in),
+    )?;
+    out.counter(
+        "moldau_topic_fetched",
+        "Record batch bytes sent to fetchers, by topic.",
+        Some(Unit::Bytes),
+        per_topic(|s| &s.bytes_out),
+    )?;
+    out.counter(
+        "moldau_topic_fetched",
+        "Records sent to fetchers (the offsets spanned by the batches sent), by topic.",
+        Some(Unit::Other("records".into())),
+        per_topic(|s| &s.records_out),
+    )
+}
+
+fn collect_storage(out: &mut Scrape<'_>) -> fmt::Result {
+    use storage::metrics::{FLUSH_LATENCY, FSYNC_FAILURES, FSYNC_LATENCY};
+    out.histogram(
+        "moldau_log_fsync_latency",
+        "Segment fsync (fdatasync) time.",
+        [(NO_LABELS, FSYNC_LATENCY.snapshot())],
+    )?;
+    out.histogram(
+        "moldau_log_flush_latency",
+        "Log flush time: segment fsync plus directory fsync when files were added.",
+        [(NO_LABELS, FLUSH_LATENCY.snapshot())],
+    )?;
+    out.counter(
+        "moldau_log_fsync_failures",
+        "Segment fsyncs that failed (each takes its log offline).",
+        None,
+        [(NO_LABELS, FSYNC_FAILURES.load(Ordering::Relaxed))],
+    )
+}
+
+/// One hosted partition's log, read at scrape time.
+struct LogRow {
+    topic: Arc<str>,
+    partition: i32,
+    size: u64,
+    start: i64,
+    end: i64,
+    hw: i64,
+    segments: usize,
+}
+
+fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>) -> fmt::Result {
+    let image = state.image();
+    let node = state.node_id;
+    let (mut leaders, mut under_replicated, mut under_min_isr) = (0i64, 0i64, 0i64);
+    for t in image.topics.values() {
+        let min_isr = state.topic_config(t).min_insync_replicas;
+        for p in &t.partitions {
+            if p.leader != node {
+                continue;
+            }
+            leaders += 1;
+            if p.isr.len() < p.replicas.len() {
+                under_replicated += 1;
+            }
+            if (p.isr.len() as i64) < i64::from(min_isr) {
+                under_min_isr += 1;
+            }
+        }
+    }
+    let hosted = state.replicas.all();
+    let offline = state.replicas.all_offline().len() as i64;
+    let one = |v: i64| [(NO_LABELS, v)];
+    out.gauge(
+        "moldau_partitions",
+        "Partitions hosted by this broker (logs open).",
+        None,
+        one(hosted.len() as i64),
+    )?;
+    out.gauge(
+        "moldau_partitions_leader",
+        "Partitions this broker leads.",
+        None,
+        one(leaders),
+    )?;
+    out.gauge(
+        "moldau_partitions_offline",
+        "Partitions assigned to this broker whose log could not be opened or went offline.",
+        None,
+        one(offline),
+    )?;
+    out.gauge(
+        "moldau_partitions_under_replicated",
+        "Partitions this broker leads whose ISR is smaller than their replica set.",
+        None,
+        one(under_replicated),
+    )?;
+    out.gauge(
+        "moldau_partitions_under_min_isr",
+        "Partitions this broker leads whose ISR is below min.insync.replicas.",
+        None,
+        one(under_min_isr),
+    )?;
+    let mut rows: Vec<LogRow> = hosted
+        .iter()
+        .map(|p| LogRow {
+            topic: p.tp.topic.clone(),
+            partition: p.tp.partition,
+            size: p.log.size_bytes(),
+            start: p.log.log_start_offset(),
+            end: p.log.log_end_offset(),
+            hw: p.high_watermark(),
+            segments: p.log.segment_count(),
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    let mut by_topic: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    for r in &rows {
+        let e = by_topic.entry(&r.topic).or_default();
+        e.0 += r.size as i64;
+        e.1 += 1;
+    }
+    out.gauge(
+        "moldau_topic_log_size",
+        "Bytes on disk of the topic's logs hosted here.",
+        Some(Unit::Bytes),
+        by_topic.iter().map(|(t, v)| ([("topic", *t)], v.0)),
+    )?;
+    out.gauge(
+        "moldau_topic_partitions",
+        "Partitions of the topic hosted here.",
+        None,
+        by_topic.iter().map(|(t, v)| ([("topic", *t)], v.1)),
+    )?;
+    if opts.partition_series {
+        let labels = |r: &LogRow| {
+            [
+                ("topic", r.topic.to_string()),
+                ("partition", r.partition.to_string()),
+            ]
+        };
+        out.gauge(
+            "moldau_log_size",
+            "Bytes on disk of the partition's log.",
+            Some(Unit::Bytes),
+            rows.iter().map(|r| (labels(r), r.size as i64)),
+        )?;
+        out.gauge(
+            "moldau_log_segments",
+            "Segments of the partition's log.",
+            None,
+            rows.iter().map(|r| (labels(r), r.segments as i64)),
+        )?;
+        out.gauge(
+            "moldau_log_start_offset",
+            "The partition's log start offset.",
+            None,
+            rows.iter().map(|r| (labels(r), r.start)),
+        )?;
+        out.gauge(
+            "moldau_log_end_offset",
+            "The partition's log end offset (LEO).",
+            None,
+            rows.iter().map(|r| (labels(r), r.end)),
+        )?;
+        out.gauge(
+            "moldau_log_high_watermark",
+            "The partition's high watermark.",
+            None,
+            rows.iter().map(|r| (labels(r), r.hw)),
+        )?;
+    }
+    collect_groups(state, opts, out)
+}
+
+/// One committed offset's lag.
+struct LagRow {
+    group: String,
+    topic: String,
+    partition: i32,
+    records: i64,
+    seconds: f64,
+}
+
+fn collect_groups(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>) -> fmt::Result {
+    let groups = state.groups.snapshot();
+    let mut by_state: BTreeMap<&'static str, i64> = BTreeMap::new();
+    for g in &groups {
+        *by_state.entry(g.state.name()).or_default() += 1;
+    }
+    out.gauge(
+        "moldau_groups",
+        "Groups this broker coordinates, by state.",
+        None,
+        by_state.iter().map(|(s, n)| ([("state", *s)], *n)),
+    )?;
+    out.gauge(
+        "moldau_group_members",
+        "Members of each group this broker coordinates.",
+        None,
+        groups
+            .iter()
+            .map(|g| ([("group", g.group_id.as_str())], g.members.len() as i64)),
+    )?;
+    let now_ms = state.clock.now_ms();
+    let mut lag = Vec::new();
+    for g in &groups {
+        for o in &g.offsets {
+            let Some(p) = state.replicas.get(&o.topic, o.partition) else {
+                continue;
+            };
+            let hw = p.high_watermark();
+            let records = (hw - o.offset).max(0);
+            // How long ago the first unconsumed record was appended: its batch's timestamp,
+            // found through the offset index (one header read; no log scan).
+            let seconds = if records == 0 {
+                0.0
+            } else {
+                let first = o.offset.max(p.log.log_start_offset());
+                p.log
+                    .batch_timestamp(first)
+                    .map_or(0.0, |ts| (now_ms - ts).max(0) as f64 / 1000.0)
+            };
+            lag.push(LagRow {
+                group: g.group_id.clone(),
+                topic: o.topic.clone(),
+                partition: o.partition,
+                records,
+                seconds,
+            });
+        }
+    }
+    if opts.partition_series {
+        let labels = |r: &LagRow| {
+            [
+                ("group", r.group.clone()),
+                ("topic", r.topic.clone()),
+                ("partition", r.partition.to_string()),
+            ]
+        };
+        out.gauge(
+            "moldau_consumer_group_lag",
+            "Records between a group's committed offset and the high watermark, by group, topic and partition.",
+            Some(Unit::Other("records".into())),
+            lag.iter().map(|r| (labels(r), r.records)),
+        )?;
+        out.gauge_f64(
+            "moldau_consumer_group_lag",
+            "How long ago the first record a group has not committed was appended (0 when caught up), by group, topic and partition.",
+            Some(Unit::Seconds),
+            lag.iter().map(|r| (labels(r), r.seconds)),
+        )?;
+    }
+    let mut per_topic: BTreeMap<(&str, &str), (i64, f64)> = BTreeMap::new();
+    for r in &lag {
+        let e = per_topic.entry((&r.group, &r.topic)).or_default();
+        e.0 += r.records;
+        e.1 = e.1.max(r.seconds);
+    }
+    out.gauge(
+        "moldau_consumer_group_topic_lag",
+        "Records a group has not committed, summed over the topic's partitions.",
+        Some(Unit::Other("records".into())),
+        per_topic
+            .iter()
+            .map(|((g, t), v)| ([("group", *g), ("topic", *t)], v.0)),
+    )?;
+    out.gauge_f64(
+        "moldau_consumer_group_topic_lag",
+        "The largest lag in seconds over the topic's partitions, by group and topic.",
+        Some(Unit::Seconds),
+        per_topic
+            .iter()
+            .map(|((g, t), v)| ([("group", *g), ("topic", *t)], v.1)),
+    )
+}
+
+/// Whether the broker serves clients: not once its shutdown began.
+pub fn ready(state: &BrokerState) -> Result<(), String> {
+    if state.cancel.is_cancelled() {
+        return Err("shutting down".into());
+    }
+    Ok(())
+}
+
+/// Renders `/metrics` for `state` (or only the process-wide part before the broker runs).
+pub fn render(state: Option<Arc<BrokerState>>, format: telemetry::Format) -> String {
+    telemetry::render(format, Exposition { state }).unwrap_or_else(|_| {
+        tracing::error!("encoding /metrics failed");
+        String::new()
+    })
+}

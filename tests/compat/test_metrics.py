@@ -1,0 +1,228 @@
+"""The admin HTTP listener of a real `moldau server`: /metrics scraped over HTTP and parsed with
+the Prometheus client library's parsers (Prometheus text and OpenMetrics), checked for values
+while confluent-kafka produces and kafka-python consumes in a group; /health/*; the
+`admin.listener` and `metrics.partition.series` settings."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from confluent_kafka.admin import NewTopic
+from prometheus_client.openmetrics import parser as om_parser
+from prometheus_client import parser as prom_parser
+
+import clients
+from conftest import REPO
+
+DASHBOARD = REPO / "docs" / "grafana" / "moldau.json"
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+PARTITIONS = 3
+
+
+def http_get(url: str, accept: str | None = None, method: str = "GET") -> tuple[int, str, str]:
+    req = urllib.request.Request(url, method=method, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+class Samples:
+    """Every sample of one scrape, by name; `get` sums those whose labels include `labels`."""
+
+    def __init__(self, families):
+        self.by_name: dict[str, list] = {}
+        self.families = {}
+        for f in families:
+            self.families[f.name] = f
+            for s in f.samples:
+                self.by_name.setdefault(s.name, []).append(s)
+
+    def matching(self, name: str, **labels) -> list:
+        return [s for s in self.by_name.get(name, [])
+                if all(s.labels.get(k) == str(v) for k, v in labels.items())]
+
+    def get(self, name: str, **labels) -> float:
+        return sum(s.value for s in self.matching(name, **labels))
+
+
+def scrape(base: str, openmetrics: bool = False) -> Samples:
+    status, ctype, body = http_get(base + "/metrics", accept=OPENMETRICS if openmetrics else None)
+    assert status == 200, (status, body[:500])
+    if openmetrics:
+        assert ctype.startswith("application/openmetrics-text"), ctype
+        assert body.endswith("# EOF\n")
+        return Samples(om_parser.text_string_to_metric_families(body))
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+    return Samples(prom_parser.text_string_to_metric_families(body))
+
+
+def wait_for(what: str, fn, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_metrics_follow_a_real_workload(brokers, topic):
+    server = brokers.start(**{"group.initial.rebalance.delay.ms": 0})
+    base = server.admin_url()
+    admin = clients.confluent_admin(server.bootstrap)
+    fs = admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})],
+                             operation_timeout=15)
+    fs[topic].result(timeout=20)
+
+    # Produce 60 records over the 3 partitions (acks=all, so each batch is fsynced).
+    records = [{"key": f"k{i}".encode(), "value": b"v" * (100 + i)} for i in range(60)]
+    before_ms = time.time() * 1000
+    delivered = clients.confluent_produce(server.bootstrap, topic, records, partition=None, acks="all")
+    after_ms = time.time() * 1000
+    ends = {p: 0 for p in range(PARTITIONS)}
+    for m in delivered:
+        ends[m.partition()] = max(ends[m.partition()], m.offset() + 1)
+    assert sum(ends.values()) == 60
+
+    m = scrape(base)
+    assert m.get("moldau_topic_produced_records_total", topic=topic) == 60
+    for p, end in ends.items():
+        assert m.get("moldau_log_end_offset", topic=topic, partition=p) == end
+        assert m.get("moldau_log_high_watermark", topic=topic, partition=p) == end
+        assert m.get("moldau_log_start_offset", topic=topic, partition=p) == 0
+    # The broker stores the producer's batches as sent: bytes in == bytes in the logs.
+    log_bytes = m.get("moldau_log_size_bytes", topic=topic)
+    assert log_bytes > sum(len(r["value"]) for r in records)
+    assert m.get("moldau_topic_produced_bytes_total", topic=topic) == log_bytes
+    assert m.get("moldau_topic_log_size_bytes", topic=topic) == log_bytes
+    assert m.get("moldau_topic_partitions", topic=topic) == PARTITIONS
+    assert m.get("moldau_requests_total", api="Produce") >= 1
+    assert m.get("moldau_request_latency_seconds_count", api="Produce", phase="total") >= 1
+    assert m.get("moldau_log_fsync_latency_seconds_count") >= 1
+    assert m.get("moldau_log_fsync_failures_total") == 0
+    assert m.get("moldau_partitions_leader") >= PARTITIONS
+    assert m.get("moldau_partitions_offline") == 0
+    assert m.get("process_resident_memory_bytes") > 0
+
+    # A kafka-python group consumes everything, then commits all but the last 2 records of
+    # each partition: the broker's lag is exactly those, in records and in seconds.
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+    group = f"{topic}-g"
+    c = KafkaConsumer(topic, bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False,
+                      auto_offset_reset="earliest", request_timeout_ms=15000, fetch_max_wait_ms=100)
+    try:
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 60 and time.monotonic() < deadline:
+            got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+        assert got == 60
+        live = scrape(base)
+        assert live.get("moldau_connections", listener="PLAINTEXT") >= 1
+        assert live.get("moldau_group_members", group=group) == 1
+        assert live.get("moldau_groups", state="Stable") >= 1
+        assert live.get("moldau_topic_fetched_records_total", topic=topic) >= 60
+        assert live.get("moldau_topic_fetched_bytes_total", topic=topic) >= log_bytes
+
+        c.commit({TopicPartition(topic, p): OffsetAndMetadata(max(0, e - 2), "", -1) for p, e in ends.items()})
+        scrape_start_ms = time.time() * 1000
+        m = scrape(base)
+        scrape_end_ms = time.time() * 1000
+        for p, end in ends.items():
+            left = min(2, end)
+            assert m.get("moldau_consumer_group_lag_records", group=group, topic=topic, partition=p) == left
+            lag_s = m.get("moldau_consumer_group_lag_seconds", group=group, topic=topic, partition=p)
+            if left == 0:
+                assert lag_s == 0
+            else:
+                # The first uncommitted record was appended during the produce above.
+                lo = (scrape_start_ms - after_ms) / 1000 - 0.01
+                hi = (scrape_end_ms - before_ms) / 1000 + 0.01
+                assert lo <= lag_s <= hi, (lo, lag_s, hi)
+        assert m.get("moldau_consumer_group_topic_lag_records", group=group, topic=topic) == \
+            sum(min(2, e) for e in ends.values())
+
+        c.commit({TopicPartition(topic, p): OffsetAndMetadata(e, "", -1) for p, e in ends.items()})
+        m = scrape(base)
+        assert m.get("moldau_consumer_group_topic_lag_records", group=group, topic=topic) == 0
+        assert m.get("moldau_consumer_group_topic_lag_seconds", group=group, topic=topic) == 0
+    finally:
+        c.close()
+
+    # A refused request moves the error counter by exactly its error.
+    errors_before = m.get("moldau_request_errors_total", api="CreateTopics", error="TOPIC_ALREADY_EXISTS")
+    fs = admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=15)
+    try:
+        fs[topic].result(timeout=20)
+        raise AssertionError("creating an existing topic succeeded")
+    except Exception as e:  # noqa: BLE001 - KafkaException carrying TOPIC_ALREADY_EXISTS
+        assert "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e), e
+    m = scrape(base)
+    assert m.get("moldau_request_errors_total", api="CreateTopics", error="TOPIC_ALREADY_EXISTS") == errors_before + 1
+
+    # The same numbers in OpenMetrics, by content negotiation.
+    om = scrape(base, openmetrics=True)
+    assert om.get("moldau_topic_produced_records_total", topic=topic) == 60
+    assert om.families["moldau_request_latency_seconds"].type == "histogram"
+    assert om.families["moldau_topic_produced_bytes"].unit == "bytes"
+
+    # Every series the Grafana dashboard queries is exported (and has samples) by now.
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queried = {name for e in exprs for name in re.findall(r"\b((?:moldau|process)_[a-z_]+)\b", e)}
+    assert len(queried) >= 20, queried
+    missing = sorted(n for n in queried if not m.by_name.get(n))
+    assert not missing, f"dashboard queries series the broker does not export: {missing}"
+
+
+def test_health_and_admin_listener_settings(brokers, moldau_bin, tmp_path):
+    port = free_port()
+    fixed = brokers.start("fixed", **{"admin.listener": f"127.0.0.1:{port}", "metrics.partition.series": "false"})
+    assert fixed.admin_url() == f"http://127.0.0.1:{port}"
+    default = brokers.start("default")
+    assert default.admin_url() != fixed.admin_url()
+    for server in (fixed, default):
+        base = server.admin_url()
+        assert http_get(base + "/health/live")[0] == 200
+        status, _, body = http_get(base + "/health/ready")
+        assert (status, body) == (200, "ready\n")
+        assert http_get(base + "/nope")[0] == 404
+        assert http_get(base + "/metrics", method="POST")[0] == 405
+
+    # Without per-partition series, per-topic series remain.
+    clients.confluent_produce(fixed.bootstrap, "few-series", [{"value": b"x"}], partition=0)
+    m = scrape(fixed.admin_url())
+    assert m.get("moldau_topic_log_size_bytes", topic="few-series") > 0
+    assert not m.matching("moldau_log_end_offset")
+
+    # An empty admin.listener turns the listener off; a bad one stops the server at startup.
+    off = brokers.start("off", **{"admin.listener": ""})
+    assert not off._admin_seen.wait(1.0), "admin line printed with admin.listener empty"
+    bad = subprocess.run([str(moldau_bin), "server", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "bad"),
+                          "--set", "admin.listener=nowhere"], capture_output=True, timeout=60)
+    assert bad.returncode != 0
+    assert b"admin.listener" in bad.stderr, bad.stderr
+
+    # /health/live answers while the broker is busy serving a producer.
+    p = clients.confluent_producer(default.bootstrap, acks="all")
+    for i in range(2000):
+        p.produce("busy", value=b"y" * 200)
+        p.poll(0)
+        if i % 500 == 0:
+            assert http_get(default.admin_url() + "/health/live")[0] == 200
+    assert p.flush(20) == 0

@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -51,12 +52,12 @@ class Server:
         line = self.proc.stdout.readline().decode().strip()
         m = LISTEN_RE.match(line)
         if not m:
-            self.stop()
+            self.stop(keep=True)
             raise SystemExit(f"moldau did not start: {line!r} (log in {self.dir})")
         self.bootstrap = f"127.0.0.1:{m.group(1)}"
         threading.Thread(target=lambda: self.proc.stdout.read(), daemon=True).start()
 
-    def stop(self):
+    def stop(self, keep: bool = False):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -65,6 +66,11 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if keep:
+            print(f"broker data and log kept in {self.dir}", file=sys.stderr)
+        else:
+            # A run writes gigabytes; leaving them in /tmp fills small disks.
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def fsync_latency_ms(directory: str, n: int = 300) -> tuple[float, float]:
@@ -198,6 +204,11 @@ def main() -> int:
                 print(f"| {label} | {iso} | {o['records']:,} | {o['records_per_sec']:,.0f} | {o['log_rps']:,.0f} | "
                       + (f"{ratio:.0f}%" if iso == "read_committed" else "") + f" | {cpu_ms} |")
         print(f"\nload average at end {loadavg()}")
+    except BaseException:
+        if server:
+            server.stop(keep=True)
+            server = None
+        raise
     finally:
         if server:
             server.stop()

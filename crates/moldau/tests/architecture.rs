@@ -31,6 +31,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             ],
         ),
         ("client", &["model", "record", "protocol"]),
+        ("fuzzing", &["model", "record", "protocol", "storage"]),
         (
             "moldau",
             &[
@@ -114,6 +115,7 @@ fn the_rules_themselves_are_layered() {
         "broker",
         "admin",
         "client",
+        "fuzzing",
         "moldau",
     ];
     let rules = allowed();

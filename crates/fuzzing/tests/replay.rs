@@ -164,12 +164,12 @@ fn an_allocation_past_the_cap_fails_the_run() {
 
 #[test]
 fn decode_request() {
-    run_target("decode_request", 30_000);
+    run_target("decode_request", 20_000);
 }
 
 #[test]
 fn record_validation() {
-    run_target("record_validation", 30_000);
+    run_target("record_validation", 20_000);
 }
 
 #[test]

@@ -29,15 +29,26 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// Which requests a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// Clients (and other brokers): the broker APIs.
+    Broker,
+    /// Controller APIs and the quorum's private APIs.
+    Controller,
+}
+
 /// Accepts connections until cancelled, at most `max.connections` at once.
 pub async fn accept_loop(
     listener: TcpListener,
+    listener_name: Arc<str>,
+    kind: ListenerKind,
     state: Arc<BrokerState>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 ) {
     let limit = Arc::new(Semaphore::new(state.config.max_connections.max(1) as usize));
-    let stats = METRICS.listener(&crate::metrics::listener_name(&state.config));
+    let stats = METRICS.listener(&listener_name);
     loop {
         let permit = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -56,9 +67,10 @@ pub async fn accept_loop(
                 let cancel = cancel.clone();
                 let inner_tasks = tasks.clone();
                 let counted = stats.opened();
+                let name = listener_name.clone();
                 tasks.spawn(async move {
                     tracing::debug!(%peer, "connection opened");
-                    serve(stream, peer, state, cancel, inner_tasks).await;
+                    serve(stream, peer, name, kind, state, cancel, inner_tasks).await;
                     tracing::debug!(%peer, "connection closed");
                     drop(counted);
                     drop(permit);
@@ -79,6 +91,8 @@ pub async fn accept_loop(
 async fn serve(
     stream: TcpStream,
     peer: std::net::SocketAddr,
+    listener_name: Arc<str>,
+    kind: ListenerKind,
     state: Arc<BrokerState>,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -87,8 +101,9 @@ async fn serve(
     // Kafka shows a client's host as "/<ip>" in group descriptions.
     let client_host = format!("/{}", peer.ip());
     let (mut read_half, write_half) = stream.into_split();
-    let (tx, rx) =
-        mpsc::channel::<(Reply, RequestTimer)>(state.config.queued_max_requests.max(1) as usize);
+    let (tx, rx) = mpsc::channel::<(Reply, Option<RequestTimer>)>(
+        state.config.queued_max_requests.max(1) as usize,
+    );
     let responses = Arc::new(ResponseBytes::default());
     let writer = tasks.spawn(write_replies(write_half, rx, responses.clone()));
     let mut frames = FrameReader::new(state.config.socket_request_max_bytes.max(0) as usize);
@@ -151,10 +166,60 @@ async fn serve(
             },
         };
         let received = Instant::now();
+        if kind == ListenerKind::Controller {
+            let private =
+                protocol::peek_api_key(&frame).filter(|k| crate::controller_api::is_private(*k));
+            // Raft traffic (private api keys) is not a Kafka request: it is not timed.
+            let (reply, mut timer) = if private.is_some() {
+                (crate::controller_api::private(&state, frame), None)
+            } else {
+                match protocol::decode_request_with(frame, protocol::versions::CONTROLLER_SUPPORTED)
+                {
+                    Ok(req) => {
+                        let timer = RequestTimer::start(req.api_key, req.version(), received);
+                        (
+                            Some(crate::controller_api::dispatch(&state, req, &listener_name)),
+                            Some(timer),
+                        )
+                    }
+                    Err(RequestError::UnsupportedVersion {
+                        api_key,
+                        version,
+                        correlation_id,
+                    }) if api_key == ApiKey::ApiVersions as i16 => (
+                        Some(Reply::Ready(protocol::api_versions_fallback(
+                            correlation_id,
+                        ))),
+                        Some(RequestTimer::start(ApiKey::ApiVersions, version, received)),
+                    ),
+                    Err(e) => {
+                        tracing::info!(error = %e, "closing controller connection: bad request");
+                        (None, None)
+                    }
+                }
+            };
+            let Some(reply) = reply else { break };
+            drop(permit);
+            if let Some(t) = timer.as_mut() {
+                t.handled();
+            }
+            match &reply {
+                Reply::Ready(b) => responses.add(b.len()),
+                Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
+                Reply::None | Reply::Later(_) | Reply::LaterChunks(_) => {}
+            }
+            if tx.send((reply, timer)).await.is_err() {
+                break;
+            }
+            continue;
+        }
         let (reply, mut timer) = match protocol::decode_request(frame) {
             Ok(req) => {
                 let timer = RequestTimer::start(req.api_key, req.version(), received);
-                (handlers::dispatch(&state, req, &client_host), timer)
+                (
+                    handlers::dispatch(&state, req, &client_host, &listener_name),
+                    timer,
+                )
             }
             Err(RequestError::UnsupportedVersion {
                 api_key,
@@ -186,7 +251,7 @@ async fn serve(
             Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
             Reply::Later(_) | Reply::LaterChunks(_) => {}
         }
-        if tx.send((reply, timer)).await.is_err() {
+        if tx.send((reply, Some(timer))).await.is_err() {
             break;
         }
     }
@@ -214,7 +279,7 @@ async fn write_chunks(
 
 async fn write_replies(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::Receiver<(Reply, RequestTimer)>,
+    mut rx: mpsc::Receiver<(Reply, Option<RequestTimer>)>,
     responses: Arc<ResponseBytes>,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, write_half);
@@ -248,7 +313,9 @@ async fn write_replies(
         if rx.is_empty() && out.flush().await.is_err() {
             return;
         }
-        timer.responded(dequeued, ready, Instant::now());
+        if let Some(timer) = timer {
+            timer.responded(dequeued, ready, Instant::now());
+        }
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;

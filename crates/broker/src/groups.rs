@@ -2,9 +2,13 @@
 //! `GroupCoordinator`, appends the records it emits to `__consumer_offsets`, waits for them
 //! to be durable, then delivers the responses (some of them delayed) to their connections.
 //!
-//! `__consumer_offsets` is created on the first FindCoordinator for a group (as Kafka does),
-//! with `offsets.topic.num.partitions` partitions and `cleanup.policy=compact`. On start, an
-//! existing one is replayed into the coordinator before any group request is served.
+//! `__consumer_offsets` is created through the controller on the first FindCoordinator for a
+//! group (as Kafka does), with `offsets.topic.num.partitions` partitions, `cleanup.policy=compact`
+//! and the internal-topic replication factor. The coordinator follows partition leadership as
+//! the committed metadata publishes it ([`Groups::on_metadata`]): a partition this broker comes
+//! to lead is replayed and loaded before its groups are served; one it stops leading is
+//! unloaded (its groups answer NOT_COORDINATOR). FindCoordinator answers with the partition's
+//! leader from the same committed image on every broker.
 
 use crate::handlers::{Ctx, Reply};
 use crate::state::BrokerState;
@@ -13,7 +17,7 @@ use coordinator::{
     CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext, TopicInfo,
     TopicsImage,
 };
-use metadata::NewTopic;
+use metadata::{MetadataDelta, MetadataImage};
 use model::ErrorCode;
 use protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -28,7 +32,7 @@ use protocol::messages::{OffsetCommitResponse, OffsetDeleteResponse, TopicName};
 use protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use protocol::{RequestKind, ResponseKind};
 use record::{BatchBuilder, Compression, NewRecord};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,21 +58,34 @@ fn offsets_topic_configs() -> BTreeMap<String, String> {
 /// a partition count other than `offsets.topic.num.partitions` is kept and used, as Kafka
 /// does, because every group's records live in the partition that count chose (changing it
 /// would orphan them). Both are logged loudly.
-fn check_offsets_topic(state: &BrokerState, topic: &metadata::TopicImage) {
+fn check_offsets_topic(state: &Arc<BrokerState>, topic: &metadata::TopicImage) {
     let want = offsets_topic_configs();
     if topic.configs != want {
-        match state
-            .metadata
-            .reset_internal_topic_configs(OFFSETS_TOPIC, &want)
-        {
-            Ok(replaced) => {
-                tracing::warn!(?replaced, "{OFFSETS_TOPIC} had config overrides that could lose committed offsets; restored the broker's settings");
-                state.reconcile_or_log();
+        let changes: BTreeMap<String, Option<String>> = want
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        let replaced = topic.configs.clone();
+        let state2 = state.clone();
+        state.tasks.spawn(async move {
+            let request = controller::Request::AlterConfigs {
+                changes: vec![controller::ConfigChange {
+                    resource: controller::ConfigResource::Topic(OFFSETS_TOPIC.to_string()),
+                    changes,
+                    replace_all: true,
+                }],
+                validate_only: false,
+                origin: controller::Origin::Broker,
+            };
+            match state2.controller_call(request).await {
+                Ok(controller::Reply::AlterConfigs(r)) if r.iter().all(Result::is_ok) => {
+                    tracing::warn!(?replaced, "{OFFSETS_TOPIC} had config overrides that could lose committed offsets; restored the broker's settings");
+                }
+                other => {
+                    tracing::error!(?other, "could not restore the settings of {OFFSETS_TOPIC}")
+                }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "could not restore the settings of {OFFSETS_TOPIC}")
-            }
-        }
+        });
     }
     let partitions = topic.partitions.len() as i32;
     if partitions != state.config.offsets_topic_num_partitions {
@@ -88,8 +105,10 @@ pub struct Groups {
     next_token: AtomicU64,
     /// Wakes the timer task when a call may have moved the next deadline earlier.
     wake: Notify,
-    loaded: AtomicBool,
-    load_lock: Mutex<()>,
+    /// `__consumer_offsets` partitions loaded into the coordinator (the ones this broker leads).
+    loaded: Mutex<BTreeSet<i32>>,
+    /// Whether the existing `__consumer_offsets` was checked (once per process).
+    checked: AtomicBool,
     /// The metadata image offset the coordinator's topics view was built from.
     topics_offset: std::sync::atomic::AtomicI64,
 }
@@ -109,8 +128,8 @@ impl Groups {
             pending: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             wake: Notify::new(),
-            loaded: AtomicBool::new(false),
-            load_lock: Mutex::new(()),
+            loaded: Mutex::new(BTreeSet::new()),
+            checked: AtomicBool::new(false),
             topics_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
         }
     }
@@ -159,108 +178,196 @@ impl Groups {
         self.topics_offset.store(image.offset, Ordering::Release);
     }
 
-    /// Replays `__consumer_offsets` if it exists (at start), or creates it when `create`.
-    pub fn ensure_loaded(&self, state: &BrokerState, create: bool) -> Result<(), ErrorCode> {
-        if self.loaded.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let _guard = self.load_lock.lock().unwrap_or_else(|e| e.into_inner());
-        if self.loaded.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let image = state.image();
-        let topic = match image.topic(OFFSETS_TOPIC) {
-            Some(t) => t.clone(),
-            None if !create => return Ok(()),
-            None => {
-                let created = state.metadata.create_internal_topic(NewTopic {
-                    name: OFFSETS_TOPIC.to_string(),
-                    partitions: state.config.offsets_topic_num_partitions,
-                    replication_factor: 1,
-                    configs: offsets_topic_configs(),
-                });
-                let t = match created {
-                    Ok(t) => t,
-                    Err(e) if e.code == ErrorCode::TopicAlreadyExists => state
-                        .image()
-                        .topic(OFFSETS_TOPIC)
-                        .cloned()
-                        .ok_or(ErrorCode::CoordinatorNotAvailable)?,
-                    Err(e) => {
-                        tracing::error!(error = %e, "creating {OFFSETS_TOPIC} failed");
-                        return Err(ErrorCode::CoordinatorNotAvailable);
-                    }
-                };
-                state.reconcile_or_log();
-                tracing::info!(partitions = t.partitions.len(), "created {OFFSETS_TOPIC}");
-                t
-            }
+    fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Follows a committed image: loads the `__consumer_offsets` partitions this broker now
+    /// leads, unloads the ones it no longer leads, and drops the committed offsets of deleted
+    /// topics. Runs on the metadata loader, before the image's offset counts as applied.
+    pub fn on_metadata(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        image: &MetadataImage,
+        delta: &MetadataDelta,
+    ) {
+        let topic = image.topic(OFFSETS_TOPIC).cloned();
+        let leading: BTreeSet<i32> = match &topic {
+            Some(t) => t
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(i, p)| {
+                    p.leader == state.node_id
+                        && state.replicas.get(OFFSETS_TOPIC, *i as i32).is_some()
+                })
+                .map(|(i, _)| i as i32)
+                .collect(),
+            None => BTreeSet::new(),
         };
-        check_offsets_topic(state, &topic);
+        if let Some(t) = &topic {
+            let n = t.partitions.len() as i32;
+            self.lock().set_offsets_topic_partitions(n);
+            state.txns.set_offsets_topic_partitions(n);
+            if !leading.is_empty() && !self.checked.swap(true, Ordering::AcqRel) {
+                check_offsets_topic(state, t);
+            }
+        }
+        let loaded: BTreeSet<i32> = self.loaded().clone();
+        for p in loaded.difference(&leading) {
+            let out = self.lock().unload_partition(*p);
+            self.loaded().remove(p);
+            tracing::info!(
+                partition = p,
+                "unloaded {OFFSETS_TOPIC} partition (no longer its leader)"
+            );
+            self.persist_and_route(state, out);
+        }
+        for p in leading.difference(&loaded) {
+            if let Err(e) = self.load_partition(state, *p) {
+                tracing::error!(partition = p, error = ?e, "loading {OFFSETS_TOPIC} partition failed; its groups stay unavailable");
+                continue;
+            }
+            self.loaded().insert(*p);
+        }
+        let deleted: Vec<&str> = delta
+            .deleted_topics
+            .values()
+            .map(|t| t.name.as_ref())
+            .collect();
+        if !deleted.is_empty() {
+            self.topics_deleted(state, &deleted);
+        }
+        if !leading.is_empty() || delta.group_configs_changed {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Replays one `__consumer_offsets` partition into the coordinator and marks it loaded.
+    fn load_partition(&self, state: &BrokerState, p: i32) -> Result<(), ErrorCode> {
         let now = state.clock.now_ms();
         let mut c = self.lock();
-        c.set_offsets_topic_partitions(topic.partitions.len() as i32);
-        state
-            .txns
-            .set_offsets_topic_partitions(topic.partitions.len() as i32);
-        for p in 0..topic.partitions.len() as i32 {
-            let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
-                tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");
-                return Err(ErrorCode::CoordinatorNotAvailable);
+        self.refresh_topics(state, &mut c);
+        c.begin_loading(p);
+        let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
+            tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut offset = partition.log.log_start_offset();
+        let end = partition.high_watermark();
+        let mut records = 0u64;
+        while offset < end {
+            let data = match partition.log.read(offset, 1 << 20, end, true) {
+                Ok(r) => r.data,
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "replaying {OFFSETS_TOPIC} failed");
+                    return Err(ErrorCode::CoordinatorLoadInProgress);
+                }
             };
-            let mut offset = partition.log.log_start_offset();
-            let end = partition.high_watermark();
-            let mut records = 0u64;
-            while offset < end {
-                let data = match partition.log.read(offset, 1 << 20, end, true) {
-                    Ok(r) => r.data,
-                    Err(e) => {
-                        tracing::error!(partition = p, error = %e, "replaying {OFFSETS_TOPIC} failed");
-                        return Err(ErrorCode::CoordinatorLoadInProgress);
+            if data.is_empty() {
+                break;
+            }
+            let batches = record::split_batches(&data).map_err(|e| {
+                tracing::error!(partition = p, error = %e, "corrupt batch in {OFFSETS_TOPIC}");
+                ErrorCode::CoordinatorLoadInProgress
+            })?;
+            for batch in batches {
+                let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
+                    .map_err(|e| {
+                        tracing::error!(partition = p, error = %e, "undecodable batch in {OFFSETS_TOPIC}");
+                        ErrorCode::CoordinatorLoadInProgress
+                    })?;
+                offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
+                if header.is_control() {
+                    // A transaction marker: the producer's offsets commit or vanish.
+                    if let Some(m) = record::parse_end_txn_marker(&batch) {
+                        c.complete_txn(header.producer_id, p, m.commit);
                     }
-                };
-                if data.is_empty() {
-                    break;
+                    continue;
                 }
-                let batches = record::split_batches(&data).map_err(|e| {
-                    tracing::error!(partition = p, error = %e, "corrupt batch in {OFFSETS_TOPIC}");
-                    ErrorCode::CoordinatorLoadInProgress
-                })?;
-                for batch in batches {
-                    let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
-                        .map_err(|e| {
-                            tracing::error!(partition = p, error = %e, "undecodable batch in {OFFSETS_TOPIC}");
-                            ErrorCode::CoordinatorLoadInProgress
-                        })?;
-                    offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
-                    if header.is_control() {
-                        // A transaction marker: the producer's offsets commit or vanish.
-                        if let Some(m) = record::parse_end_txn_marker(&batch) {
-                            c.complete_txn(header.producer_id, p, m.commit);
-                        }
-                        continue;
-                    }
-                    let txn = header.is_transactional().then_some(header.producer_id);
-                    for r in iter.flatten() {
-                        let Some(key) = r.key else { continue };
-                        records += 1;
-                        let replayed = match txn {
-                            Some(pid) => c.replay_txn(pid, &key, r.value.as_deref()),
-                            None => c.replay(&key, r.value.as_deref()),
-                        };
-                        if let Err(e) = replayed {
-                            tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
-                        }
+                let txn = header.is_transactional().then_some(header.producer_id);
+                for r in iter.flatten() {
+                    let Some(key) = r.key else { continue };
+                    records += 1;
+                    let replayed = match txn {
+                        Some(pid) => c.replay_txn(pid, &key, r.value.as_deref()),
+                        None => c.replay(&key, r.value.as_deref()),
+                    };
+                    if let Err(e) = replayed {
+                        tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
                     }
                 }
             }
-            if records > 0 {
-                tracing::info!(partition = p, records, "replayed {OFFSETS_TOPIC} partition");
-            }
-            c.load_partition(p, now);
         }
-        self.loaded.store(true, Ordering::Release);
+        if records > 0 {
+            tracing::info!(partition = p, records, "replayed {OFFSETS_TOPIC} partition");
+        }
+        c.load_partition(p, now);
         Ok(())
+    }
+
+    /// Creates `__consumer_offsets` through the controller, if it does not exist yet.
+    async fn create_offsets_topic(state: &BrokerState) -> Result<(), ErrorCode> {
+        if state.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let rf = state.config.internal_topic_replication_factor(
+            state.config.offsets_topic_replication_factor,
+            state.config.offsets_topic_replication_factor_set,
+        );
+        let request = controller::Request::CreateTopics {
+            topics: vec![controller::TopicSpec {
+                name: OFFSETS_TOPIC.to_string(),
+                partitions: state.config.offsets_topic_num_partitions,
+                replication_factor: rf,
+                assignment: Vec::new(),
+                configs: offsets_topic_configs(),
+            }],
+            validate_only: false,
+            origin: controller::Origin::Broker,
+        };
+        let result = match state.controller_call(request).await {
+            Ok(controller::Reply::CreateTopics(mut r)) if !r.is_empty() => r.remove(0).map(|_| ()),
+            Ok(_) => return Err(ErrorCode::CoordinatorNotAvailable),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(replication_factor = rf, "created {OFFSETS_TOPIC}");
+                Ok(())
+            }
+            Err(e) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, "creating {OFFSETS_TOPIC} failed");
+                Err(ErrorCode::CoordinatorNotAvailable)
+            }
+        }
+    }
+
+    /// The broker that coordinates a group: the leader of its `__consumer_offsets` partition
+    /// in the committed image, with its endpoint on `listener`.
+    fn locate(
+        state: &BrokerState,
+        listener: &str,
+        key: &str,
+    ) -> Result<CoordinatorNode, ErrorCode> {
+        let image = state.image();
+        let topic = image
+            .topic(OFFSETS_TOPIC)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let p = coordinator::partition_for(key, topic.partitions.len() as i32);
+        let leader = topic.partitions.get(p as usize).map_or(-1, |p| p.leader);
+        let endpoint = image
+            .brokers
+            .get(&leader)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.endpoint(listener))
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        Ok(CoordinatorNode {
+            node_id: leader,
+            host: endpoint.host.clone(),
+            port: endpoint.port,
+        })
     }
 
     /// Handles one group API request.
@@ -272,19 +379,28 @@ impl Groups {
         client_host: &str,
         body: RequestKind,
     ) -> Reply {
-        if let RequestKind::FindCoordinator(req) = &body {
-            let resp = coordinator::find_coordinator(req, ctx.version, |key_type, key| {
-                if key_type == 1 {
-                    return state.txns.locate(state, key);
+        if let RequestKind::FindCoordinator(req) = body {
+            let state = state.clone();
+            return Reply::Later(Box::pin(async move {
+                let key_type = if ctx.version >= 1 { req.key_type } else { 0 };
+                match key_type {
+                    0 => {
+                        let _ = Groups::create_offsets_topic(&state).await;
+                    }
+                    1 => {
+                        let _ = state.txns.create_state_topic(&state).await;
+                    }
+                    _ => {}
                 }
-                self.ensure_loaded(state, true)?;
-                Ok(CoordinatorNode {
-                    node_id: state.node_id,
-                    host: state.host.clone(),
-                    port: state.port,
-                })
-            });
-            return ctx.ready(ResponseKind::FindCoordinator(resp));
+                let listener = ctx.listener.clone();
+                let resp = coordinator::find_coordinator(&req, ctx.version, |key_type, key| {
+                    if key_type == 1 {
+                        return state.txns.locate(&state, &listener, key);
+                    }
+                    Groups::locate(&state, &listener, key)
+                });
+                ctx.encode(ResponseKind::FindCoordinator(resp))
+            }));
         }
         // Kafka checks OffsetCommit and OffsetDelete against the cluster's metadata before the
         // coordinator sees them (KafkaApis): partitions of unknown topics, or past a topic's
@@ -510,7 +626,7 @@ impl Groups {
 
     /// Drops committed offsets of deleted topics (tombstones in `__consumer_offsets`).
     pub fn topics_deleted(self: &Arc<Self>, state: &Arc<BrokerState>, topics: &[&str]) {
-        if !self.loaded.load(Ordering::Acquire) || topics.is_empty() {
+        if self.loaded().is_empty() || topics.is_empty() {
             return;
         }
         let mut c = self.lock();

@@ -69,6 +69,7 @@ pub fn open_partition(
     tp: TopicPartition,
     topic_id: TopicId,
     leader_epoch: i32,
+    is_leader: bool,
     config: TopicConfig,
 ) {
     let dir = state.data_dir.join(tp.dir_name());
@@ -79,9 +80,13 @@ pub fn open_partition(
     match Log::open_with(&dir, config, state.clock.clone(), options) {
         Ok(log) => {
             state.replicas.clear_offline(&tp);
-            state
-                .replicas
-                .insert(Arc::new(Partition::new(tp, topic_id, log, leader_epoch)));
+            state.replicas.insert(Arc::new(Partition::new(
+                tp,
+                topic_id,
+                log,
+                leader_epoch,
+                is_leader,
+            )));
         }
         Err(e) => {
             tracing::error!(partition = %tp, error = %e,
@@ -100,12 +105,12 @@ pub fn open_partition(
 /// Opens the logs of `partitions` (see [`open_partition`]) on `log.io.threads` threads.
 pub fn open_partitions(
     state: &BrokerState,
-    partitions: Vec<(TopicPartition, TopicId, i32, TopicConfig)>,
+    partitions: Vec<(TopicPartition, TopicId, i32, bool, TopicConfig)>,
 ) {
     let threads = (state.config.log_io_threads.max(1) as usize).min(partitions.len());
     if threads <= 1 {
-        for (tp, id, epoch, config) in partitions {
-            open_partition(state, tp, id, epoch, config);
+        for (tp, id, epoch, lead, config) in partitions {
+            open_partition(state, tp, id, epoch, lead, config);
         }
         return;
     }
@@ -114,10 +119,10 @@ pub fn open_partitions(
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                let Some((tp, id, epoch, config)) = next else {
+                let Some((tp, id, epoch, lead, config)) = next else {
                     return;
                 };
-                open_partition(state, tp, id, epoch, config);
+                open_partition(state, tp, id, epoch, lead, config);
             });
         }
     });
@@ -191,7 +196,13 @@ pub fn retry_offline(state: &BrokerState) {
         let config = (*p.log.config()).clone();
         match Log::open_with(p.log.dir(), config, state.clock.clone(), options) {
             Ok(log) => {
-                let back = Partition::new(p.tp.clone(), p.topic_id, log, p.leader_epoch());
+                let back = Partition::new(
+                    p.tp.clone(),
+                    p.topic_id,
+                    log,
+                    p.leader_epoch(),
+                    p.is_leader(),
+                );
                 tracing::warn!(partition = %p.tp, log_end = back.log.log_end_offset(),
                     "partition log re-opened after failed writes; the partition is back online");
                 state.replicas.insert(Arc::new(back));
@@ -211,8 +222,19 @@ pub fn retry_offline(state: &BrokerState) {
         let Some(topic) = image.topic(&o.tp.topic).filter(|t| t.id == o.topic_id) else {
             continue;
         };
+        let Some(reg) = topic.partitions.get(o.tp.partition as usize) else {
+            continue;
+        };
         let config = state.topic_config(topic);
-        open_partition(state, o.tp.clone(), o.topic_id, o.leader_epoch, config);
+        let lead = reg.leader == state.node_id;
+        open_partition(
+            state,
+            o.tp.clone(),
+            o.topic_id,
+            reg.leader_epoch,
+            lead,
+            config,
+        );
         if state.replicas.get(&o.tp.topic, o.tp.partition).is_some() {
             tracing::warn!(partition = %o.tp, "partition log opened on retry; the partition is back online");
             state.notify_data();

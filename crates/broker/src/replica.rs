@@ -1,11 +1,13 @@
-//! The partitions this broker hosts: their logs, leader epochs and high watermarks.
+//! The partitions this broker hosts: their logs, leader epochs, leadership and high watermarks.
 //!
-//! Single replica for now: the high watermark follows the log end offset after every append,
-//! as in Kafka with one in-sync replica. Followers and ISR slot in here later.
+//! A partition is hosted on every broker among its replicas; only the leader (per the committed
+//! metadata image) serves produce and fetch. Until partition replication lands, no data is copied
+//! to followers, and the leader's high watermark follows its log end offset after every append,
+//! as in Kafka with one in-sync replica.
 
 use model::{ErrorCode, TopicConfig, TopicId, TopicPartition};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use storage::Log;
 
@@ -15,6 +17,8 @@ pub struct Partition {
     pub topic_id: TopicId,
     pub log: Arc<Log>,
     leader_epoch: AtomicI32,
+    /// Whether this broker leads the partition (per the committed metadata).
+    leader: AtomicBool,
     /// Offsets below it are committed and visible to consumers. *Invariant:* HW <= LEO.
     high_watermark: AtomicI64,
     /// KIP-890 verification of transactional writes, serialised with transaction markers.
@@ -33,7 +37,13 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
-    pub fn new(tp: TopicPartition, topic_id: TopicId, log: Log, leader_epoch: i32) -> Partition {
+    pub fn new(
+        tp: TopicPartition,
+        topic_id: TopicId,
+        log: Log,
+        leader_epoch: i32,
+        is_leader: bool,
+    ) -> Partition {
         let leo = log.log_end_offset();
         Partition {
             stats: crate::metrics::METRICS.topic(&tp.topic),
@@ -41,6 +51,7 @@ impl Partition {
             topic_id,
             log: Arc::new(log),
             leader_epoch: AtomicI32::new(leader_epoch),
+            leader: AtomicBool::new(is_leader),
             high_watermark: AtomicI64::new(leo),
             txn: Default::default(),
         }
@@ -48,6 +59,18 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether this broker is the partition's leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// Applies the committed leadership. *Invariant:* the leader epoch never goes back.
+    pub fn set_leadership(&self, leader_epoch: i32, is_leader: bool) {
+        let prev = self.leader_epoch.fetch_max(leader_epoch, Ordering::AcqRel);
+        debug_assert!(prev <= leader_epoch || !is_leader, "leader epoch went back");
+        self.leader.store(is_leader, Ordering::Release);
     }
 
     pub fn high_watermark(&self) -> i64 {

@@ -1,36 +1,68 @@
-//! The broker's shared state: config, metadata, hosted partitions, the clock, and the
-//! background jobs (retention, flush, compaction) that keep logs in shape.
+//! The node's shared state: config, the committed metadata image (swapped whenever the metadata
+//! quorum publishes one), hosted partitions, the link to the active controller, the clock, and
+//! the background jobs (retention, flush, compaction) that keep logs in shape.
+//!
+//! Metadata flows one way: the quorum applies committed records and publishes `(image, delta)`;
+//! [`BrokerState::apply_publication`] (run by the metadata loader, one publication at a time)
+//! makes the replica manager and the group coordinator follow it, then swaps the image handlers
+//! read and advances the applied offset that requests wait on. Nothing else changes hosted
+//! partitions.
 
+use crate::bootstrap::METADATA_DIR;
+use crate::controller_link::ControllerLink;
 use crate::groups::Groups;
 use crate::log_dirs::{self, RecoveryPoints};
 use crate::replica::{Partition, ReplicaManager};
 use crate::txn::Transactions;
 use crate::BrokerError;
-use metadata::{
-    ControllerError, FileMetadataLog, MetadataImage, MetadataStore, NewTopic, TopicImage,
-};
-use model::{BrokerConfig, TopicConfig, TopicPartition};
-use std::collections::{HashMap, HashSet};
+use controller::{ControllerError, Reply, Request};
+use metadata::image::format_id;
+use metadata::{Endpoint, MetadataDelta, MetadataImage, TopicImage};
+use model::{BrokerConfig, ErrorCode, TopicConfig, TopicId, TopicPartition};
+use quorum::{Publication, QuorumHandle};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use storage::{Clock, SystemClock};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The directory (inside the data dir) that holds the metadata log, named as KRaft names it.
-const METADATA_DIR: &str = "__cluster_metadata-0";
+/// The file in a partition directory naming the topic id it belongs to (as Kafka's
+/// `partition.metadata`): a directory of a deleted topic is never reused for a new topic of
+/// the same name.
+const PARTITION_METADATA: &str = "partition.metadata";
+/// Producer ids in a block (the controller's `producer_id_block_size`).
+const PRODUCER_ID_BLOCK: i64 = 1000;
+/// How long a request waits for this node to apply the metadata change it caused.
+const APPLY_WAIT: Duration = Duration::from_secs(30);
 
-/// Everything request handlers share. Lives as long as the broker, behind an `Arc`.
+/// Producer ids handed out from the blocks the controller allocates to this broker
+/// (AllocateProducerIds, as Kafka's RPCProducerIdManager): the next block is fetched when the
+/// current one is 90% used, so handing out an id rarely waits.
+#[derive(Debug, Default)]
+struct ProducerIdBlocks {
+    next: i64,
+    end: i64,
+    prefetched: Option<(i64, i64)>,
+    fetching: bool,
+}
+
+/// Everything request handlers share. Lives as long as the node, behind an `Arc`.
 pub struct BrokerState {
     pub config: BrokerConfig,
     pub node_id: i32,
-    /// The advertised host and port.
+    /// The advertised host and port of the client listener.
     pub host: String,
     pub port: i32,
+    /// Every advertised broker endpoint (one per broker listener).
+    pub endpoints: Vec<Endpoint>,
     pub data_dir: PathBuf,
-    pub metadata: MetadataStore,
+    image: RwLock<Arc<MetadataImage>>,
+    /// The offset of the last image this node applied (hosted partitions follow it).
+    applied: watch::Sender<i64>,
     pub replicas: ReplicaManager,
     pub groups: Arc<Groups>,
     pub txns: Arc<Transactions>,
@@ -39,8 +71,20 @@ pub struct BrokerState {
     pub data_version: watch::Sender<u64>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
-    /// Serialises reconciliation of hosted partitions with the metadata image.
-    reconcile_lock: std::sync::Mutex<()>,
+    /// The active controller, local or remote.
+    pub controller: ControllerLink,
+    /// This node's quorum member, when it is a controller voter.
+    pub quorum: Option<QuorumHandle>,
+    cluster_id: quorum::transport::SharedClusterId,
+    /// The broker epoch of this broker's registration (-1 before it registered).
+    pub broker_epoch: AtomicI64,
+    /// Set once the broker is registered and unfenced.
+    pub serving: AtomicBool,
+    producer_ids: Arc<Mutex<ProducerIdBlocks>>,
+    producer_ids_ready: Arc<tokio::sync::Notify>,
+    strays_checked: AtomicBool,
+    /// Serialises publications (one image at a time, in order).
+    publish_lock: Mutex<()>,
     /// The data directory's recovery-point checkpoint (see `log_dirs`).
     pub recovery_points: RecoveryPoints,
     /// The broker-wide budget of request bytes (`queued.max.request.bytes`): a permit per
@@ -59,27 +103,26 @@ impl std::fmt::Debug for BrokerState {
     }
 }
 
+/// What [`BrokerState::new`] needs besides the config.
+pub struct StateParts {
+    pub host: String,
+    pub port: i32,
+    pub endpoints: Vec<Endpoint>,
+    pub controller: ControllerLink,
+    pub quorum: Option<QuorumHandle>,
+    /// The cluster id this node sends to the quorum (learnt from the committed image).
+    pub cluster_id: quorum::transport::SharedClusterId,
+    pub cancel: CancellationToken,
+    pub tasks: TaskTracker,
+}
+
 impl BrokerState {
-    pub fn open(
-        config: BrokerConfig,
-        host: &str,
-        port: i32,
-        cancel: CancellationToken,
-        tasks: TaskTracker,
-    ) -> Result<Arc<BrokerState>, BrokerError> {
+    pub fn new(config: BrokerConfig, parts: StateParts) -> Result<Arc<BrokerState>, BrokerError> {
         let data_dir = PathBuf::from(&config.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| BrokerError::DataDir {
             path: data_dir.display().to_string(),
             source,
         })?;
-        let log = FileMetadataLog::open(&data_dir.join(METADATA_DIR))?;
-        let (cap, cap_note) = log_dirs::partition_cap(&config);
-        if let Some(note) = &cap_note {
-            tracing::warn!(max_broker_partitions = cap, reason = %note, "partition cap lowered");
-        }
-        let metadata = MetadataStore::open(Box::new(log), config.node_id, config.props.clone())?
-            .with_partition_cap(cap, cap_note);
-        metadata.register(config.cluster_id.clone(), host, port)?;
         let recovery_points = RecoveryPoints::load(&data_dir);
         let request_budget_bytes = crate::memory::request_budget_bytes(&config);
         tracing::info!(
@@ -93,39 +136,92 @@ impl BrokerState {
                     source,
                 }
             })?;
-        let state = Arc::new(BrokerState {
+        Ok(Arc::new(BrokerState {
             flusher,
             recovery_points,
             request_budget: Arc::new(tokio::sync::Semaphore::new(request_budget_bytes)),
             request_budget_bytes,
             node_id: config.node_id,
-            host: host.to_string(),
-            port,
+            host: parts.host,
+            port: parts.port,
+            endpoints: parts.endpoints,
             data_dir,
-            metadata,
+            image: RwLock::new(Arc::new(MetadataImage::empty())),
+            applied: watch::Sender::new(-1),
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
             txns: Arc::new(Transactions::new(&config)),
             clock: Arc::new(SystemClock),
             data_version: watch::Sender::new(0),
-            cancel,
-            tasks,
+            cancel: parts.cancel,
+            tasks: parts.tasks,
+            controller: parts.controller,
+            quorum: parts.quorum,
+            cluster_id: parts.cluster_id,
+            broker_epoch: AtomicI64::new(-1),
+            serving: AtomicBool::new(false),
+            producer_ids: Arc::new(Mutex::new(ProducerIdBlocks::default())),
+            producer_ids_ready: Arc::new(tokio::sync::Notify::new()),
+            strays_checked: AtomicBool::new(false),
+            publish_lock: Mutex::new(()),
             config,
-            reconcile_lock: std::sync::Mutex::new(()),
-        });
-        state.reconcile()?;
-        state.set_aside_stray_dirs();
-        if let Err(e) = state.txns.ensure_loaded(&state, false) {
-            tracing::error!(error = ?e, "loading transaction state failed; transaction requests will be retried by clients");
-        }
-        if let Err(e) = state.groups.ensure_loaded(&state, false) {
-            tracing::error!(error = ?e, "loading consumer groups failed; group requests will be retried by clients");
-        }
-        Ok(state)
+        }))
     }
 
+    /// The committed metadata image this node has applied.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.metadata.image()
+        self.image.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The offset of the last applied image.
+    pub fn applied_offset(&self) -> i64 {
+        *self.applied.borrow()
+    }
+
+    /// Waits until this node has applied the metadata log up to `offset` (so a request that
+    /// changed metadata is answered only when a Metadata request here sees the change).
+    pub async fn wait_applied(&self, offset: i64) -> bool {
+        let mut rx = self.applied.subscribe();
+        let result =
+            tokio::time::timeout(APPLY_WAIT, rx.wait_for(|applied| *applied >= offset)).await;
+        matches!(result, Ok(Ok(_)))
+    }
+
+    /// Whether this node is the active controller.
+    pub fn is_active_controller(&self) -> bool {
+        self.quorum
+            .as_ref()
+            .is_some_and(|q| q.leadership().borrow().active)
+    }
+
+    /// The id of the active controller, as this node knows it (-1 if unknown).
+    pub fn controller_id(&self) -> i32 {
+        self.controller.leader_id().map_or(-1, |id| id as i32)
+    }
+
+    /// The hosted partition, if this broker leads it: NOT_LEADER_OR_FOLLOWER when another
+    /// broker does (or nobody does right now), UNKNOWN_TOPIC_OR_PARTITION when it does not exist.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        match self.replicas.lookup(topic, partition) {
+            Ok(p) if p.is_leader() => Ok(p),
+            Ok(_) => Err(ErrorCode::NotLeaderOrFollower),
+            Err(ErrorCode::KafkaStorageError) => Err(ErrorCode::KafkaStorageError),
+            Err(_) => {
+                let image = self.image();
+                let exists = image
+                    .topic(topic)
+                    .is_some_and(|t| image.partition(t.id, partition).is_some());
+                Err(if exists {
+                    ErrorCode::NotLeaderOrFollower
+                } else {
+                    ErrorCode::UnknownTopicOrPartition
+                })
+            }
+        }
     }
 
     /// The effective log config of a topic (overrides were validated when written).
@@ -143,37 +239,54 @@ impl BrokerState {
         self.data_version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Serialises changes to the hosted partitions (reconciliation, re-opening logs).
+    /// Serialises changes to the hosted partitions (applying a publication, re-opening
+    /// offline logs).
     pub(crate) fn reconcile_guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.reconcile_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.publish_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens logs for partitions the image assigns to this broker, applies config changes,
-    /// and closes and deletes logs of partitions that are gone. New logs are opened on
-    /// `log.io.threads` threads at once (thousands of partitions take a few fsyncs each).
-    pub fn reconcile(&self) -> Result<(), BrokerError> {
+    /// Makes this node follow a committed image: hosted partitions (open, lead or follow,
+    /// reconfigure, delete), the group coordinator, then the image handlers read. Called by
+    /// the metadata loader, one publication at a time.
+    pub fn apply_publication(self: &Arc<Self>, publication: Publication) {
         let _guard = self.reconcile_guard();
-        let image = self.image();
-        let mut wanted: HashMap<TopicPartition, (model::TopicId, i32, TopicConfig)> =
-            HashMap::new();
-        for topic in image.topics.values() {
-            let config = self.topic_config(topic);
-            for (i, p) in topic.partitions.iter().enumerate() {
-                if p.replicas.contains(&self.node_id) {
-                    let tp = TopicPartition::new(topic.name.clone(), i as i32);
-                    wanted.insert(tp, (topic.id, p.leader_epoch, config.clone()));
+        let Publication { image, delta } = publication;
+        if !image.cluster_id.is_empty() {
+            if let Ok(mut c) = self.cluster_id.write() {
+                if *c != image.cluster_id {
+                    *c = image.cluster_id.clone();
                 }
             }
         }
-        let same_topic = |tp: &TopicPartition, id: model::TopicId| {
-            wanted.get(tp).is_some_and(|(want, _, _)| *want == id)
-        };
-        // Gone first (their topic's deletion is committed: their data may go), so a recreated
-        // topic never opens the old directory.
+        if self.config.roles.broker {
+            self.apply_partitions(&image, &delta);
+        }
+        *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
+        if self.config.roles.broker {
+            self.groups.on_metadata(self, &image, &delta);
+            self.txns.on_metadata(self, &image, &delta);
+        }
+        self.applied.send_replace(image.offset);
+    }
+
+    fn apply_partitions(&self, image: &MetadataImage, delta: &MetadataDelta) {
+        // Topics whose deletion is committed: their data goes.
+        for (id, topic) in &delta.deleted_topics {
+            for p in self.replicas.all() {
+                if p.topic_id == *id {
+                    tracing::info!(partition = %p.tp, topic = %topic.name, "deleting partition of a deleted topic");
+                    self.drop_partition(&p, true);
+                }
+            }
+        }
+        // Offline partitions whose topic's deletion is committed: their data may go.
+        // First, so a recreated topic of the same name never has its new directory removed.
         for o in self.replicas.all_offline() {
-            if !same_topic(&o.tp, o.topic_id) {
+            let gone = match image.topic(&o.tp.topic) {
+                Some(t) => t.id != o.topic_id,
+                None => delta.deleted_topics.contains_key(&o.topic_id),
+            };
+            if gone {
                 self.replicas.clear_offline(&o.tp);
                 let dir = self.data_dir.join(o.tp.dir_name());
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -181,39 +294,164 @@ impl BrokerState {
                 }
             }
         }
-        for p in self.replicas.all() {
-            if !same_topic(&p.tp, p.topic_id) {
-                self.drop_partition(&p);
+        let mut touched: BTreeSet<TopicId> = BTreeSet::new();
+        if delta.full {
+            touched.extend(image.topics.values().map(|t| t.id));
+            // A snapshot replaced what this node knew: partitions it no longer lists may have
+            // been deleted or never existed here; set them aside, never delete.
+            for p in self.replicas.all() {
+                let known = image.partition(p.topic_id, p.tp.partition).is_some()
+                    && image.topic(&p.tp.topic).is_some_and(|t| t.id == p.topic_id);
+                if !known {
+                    tracing::warn!(partition = %p.tp, "hosted partition unknown to the new metadata snapshot; setting it aside");
+                    self.drop_partition(&p, false);
+                }
             }
+        } else {
+            touched.extend(delta.created_topics.iter().copied());
+            touched.extend(delta.changed_partitions.iter().map(|(t, _)| *t));
+            touched.extend(delta.changed_configs.iter().copied());
         }
+        let mut leadership_moved = false;
         let mut to_open = Vec::new();
-        for (tp, (topic_id, leader_epoch, config)) in wanted {
-            if self.replicas.offline_partition(&tp).is_some() {
-                // Offline: left alone here (re-opening re-scans and re-logs the damage).
+        for id in touched {
+            let Some(topic) = image.topic_by_id(id) else {
                 continue;
-            }
-            match self.replicas.get(&tp.topic, tp.partition) {
-                Some(existing) => existing.log.update_config(config),
-                None => to_open.push((tp, topic_id, leader_epoch, config)),
+            };
+            let config = self.topic_config(topic);
+            for (i, reg) in topic.partitions.iter().enumerate() {
+                let index = i as i32;
+                let hosted = self.replicas.get(&topic.name, index);
+                let mine = reg.replicas.contains(&self.node_id);
+                if let Some(existing) = &hosted {
+                    if existing.topic_id != topic.id {
+                        // The name now belongs to a new topic: the old one's deletion is
+                        // committed (the image maps the name to another id).
+                        self.drop_partition(existing, true);
+                    } else if !mine {
+                        // Reassigned away by a committed change.
+                        self.drop_partition(existing, true);
+                        continue;
+                    } else {
+                        existing.log.update_config(config.clone());
+                        let lead = reg.leader == self.node_id;
+                        if existing.is_leader() != lead
+                            || existing.leader_epoch() != reg.leader_epoch
+                        {
+                            existing.set_leadership(reg.leader_epoch, lead);
+                            leadership_moved = true;
+                        }
+                        continue;
+                    }
+                }
+                if !mine {
+                    continue;
+                }
+                let tp = TopicPartition::new(topic.name.clone(), index);
+                if self
+                    .replicas
+                    .offline_partition(&tp)
+                    .is_some_and(|o| o.topic_id == topic.id)
+                {
+                    // Offline: left alone here (re-opening re-scans and re-logs the damage).
+                    continue;
+                }
+                if let Err(e) = self.claim_partition_dir(&tp, topic.id) {
+                    tracing::error!(partition = %tp, error = %e, "preparing the partition directory failed");
+                    continue;
+                }
+                let lead = reg.leader == self.node_id;
+                to_open.push((tp, topic.id, reg.leader_epoch, lead, config.clone()));
             }
         }
-        log_dirs::open_partitions(self, to_open);
-        Ok(())
+        // Thousands of new partitions take a few fsyncs each: opened on `log.io.threads`
+        // threads at once.
+        if !to_open.is_empty() {
+            log_dirs::open_partitions(self, to_open);
+            leadership_moved = true;
+        }
+        if leadership_moved {
+            self.notify_data();
+        }
     }
 
-    fn drop_partition(&self, p: &Arc<Partition>) {
+    /// Makes sure a partition's directory belongs to this topic id (writing the marker for a
+    /// directory that has none); a directory left by an older topic of the same name is set
+    /// aside.
+    fn claim_partition_dir(
+        &self,
+        tp: &TopicPartition,
+        topic_id: TopicId,
+    ) -> Result<(), BrokerError> {
+        let dir = self.data_dir.join(tp.dir_name());
+        let marker = dir.join(PARTITION_METADATA);
+        let wanted = format_id(topic_id);
+        let io_err = |source: std::io::Error| BrokerError::DataDir {
+            path: marker.display().to_string(),
+            source,
+        };
+        if let Ok(text) = std::fs::read_to_string(&marker) {
+            let stored = text
+                .lines()
+                .find_map(|l| l.strip_prefix("topic_id:"))
+                .map(str::trim);
+            if stored.is_some_and(|s| s != wanted) {
+                self.rename_stray(&dir, &tp.dir_name());
+            } else {
+                return Ok(());
+            }
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err)?;
+        let tmp = dir.join(format!("{PARTITION_METADATA}.tmp"));
+        std::fs::write(&tmp, format!("version: 0\ntopic_id: {wanted}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &marker))
+            .map_err(io_err)
+    }
+
+    /// Closes a hosted partition; deletes its directory only for a committed deletion
+    /// (`delete`), else renames it aside.
+    fn drop_partition(&self, p: &Arc<Partition>, delete: bool) {
         self.replicas.remove(&p.tp);
-        if let Err(e) = p.log.delete_dir() {
-            tracing::error!(partition = %p.tp, error = %e, "deleting partition directory failed");
+        if delete {
+            if let Err(e) = p.log.delete_dir() {
+                tracing::error!(partition = %p.tp, error = %e, "deleting partition directory failed");
+            }
+        } else {
+            if let Err(e) = p.log.close() {
+                tracing::warn!(partition = %p.tp, error = %e, "closing partition failed");
+            }
+            self.rename_stray(&self.data_dir.join(p.tp.dir_name()), &p.tp.dir_name());
         }
         self.notify_data();
+    }
+
+    fn rename_stray(&self, dir: &Path, name: &str) {
+        let stray = format!("{name}.{}-stray", uuid::Uuid::new_v4().simple());
+        match std::fs::rename(dir, self.data_dir.join(&stray)) {
+            Ok(()) => tracing::warn!(
+                dir = %name,
+                renamed_to = %stray,
+                "partition directory unknown to the committed metadata; renamed aside (not deleted)"
+            ),
+            Err(e) => {
+                tracing::warn!(dir = %name, error = %e, "could not rename a stray partition directory")
+            }
+        }
     }
 
     /// Renames aside partition directories the committed metadata does not assign to this
     /// broker (`<dir>.<uuid>-stray`, as Kafka names stray logs) and reports them. They are
     /// never deleted: only a committed topic deletion deletes data, and a directory can be
     /// unknown for other reasons (metadata restored from a backup or cut by an operator).
-    fn set_aside_stray_dirs(&self) {
+    ///
+    /// Runs once, after the broker registered and caught up with the metadata log: a node's
+    /// own copy of the log may lag the quorum at start (topics created while it was down are
+    /// not in it yet), and such a lagging image must never decide what is unknown.
+    pub fn set_aside_stray_dirs(&self) {
+        if self.strays_checked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _guard = self.reconcile_guard();
         let hosted: HashSet<String> = self
             .replicas
             .all()
@@ -234,58 +472,147 @@ impl BrokerState {
                 && name != METADATA_DIR
                 && !hosted.contains(&name)
             {
-                let stray = format!("{name}.{}-stray", uuid::Uuid::new_v4().simple());
-                match std::fs::rename(entry.path(), self.data_dir.join(&stray)) {
-                    Ok(()) => tracing::warn!(
-                        dir = %name,
-                        renamed_to = %stray,
-                        "partition directory unknown to the committed metadata; renamed aside (not deleted)"
-                    ),
-                    Err(e) => {
-                        tracing::warn!(dir = %name, error = %e, "could not rename a stray partition directory")
-                    }
-                }
+                self.rename_stray(&entry.path(), &name);
             }
         }
+    }
+
+    /// Submits a request to the active controller (wherever it is) and waits until this node
+    /// applied what it committed.
+    pub async fn controller_call(&self, request: Request) -> Result<Reply, ControllerError> {
+        let answer = self.controller.submit(request).await;
+        if answer.result.is_ok() && !self.wait_applied(answer.offset).await {
+            return Err(ControllerError::new(
+                ErrorCode::RequestTimedOut,
+                "the change was committed but this broker has not applied it yet",
+            ));
+        }
+        answer.result
     }
 
     /// Creates a topic on first use, if `auto.create.topics.enable` allows.
-    pub fn auto_create(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
-        let created = self.metadata.create_topic(
-            NewTopic {
+    pub async fn auto_create(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+        let request = Request::CreateTopics {
+            topics: vec![controller::TopicSpec {
                 name: name.to_string(),
                 partitions: -1,
                 replication_factor: -1,
+                assignment: Vec::new(),
                 configs: Default::default(),
-            },
-            self.config.num_partitions,
-            self.config.default_replication_factor,
-            false,
-        );
-        let topic = match created {
-            Ok(t) => t,
-            // Another request created it first: that's success for us.
-            Err(e) if e.code == model::ErrorCode::TopicAlreadyExists => {
-                self.image().topic(name).cloned().ok_or(e)?
-            }
-            Err(e) => return Err(e),
+            }],
+            validate_only: false,
+            origin: controller::Origin::Broker,
         };
-        self.reconcile_or_log();
-        tracing::info!(
-            topic = name,
-            partitions = topic.partitions.len(),
-            "auto-created topic"
-        );
-        Ok(topic)
+        let result = match self.controller_call(request).await? {
+            Reply::CreateTopics(mut r) if !r.is_empty() => r.remove(0).map(|_| ()),
+            other => Err(ControllerError::new(
+                ErrorCode::UnknownServerError,
+                format!("unexpected controller reply {other:?}"),
+            )),
+        };
+        match result {
+            Ok(()) => tracing::info!(topic = name, "auto-created topic"),
+            // Another request created it first: that's success for us.
+            Err(e) if e.code == ErrorCode::TopicAlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        self.image().topic(name).cloned().ok_or_else(|| {
+            ControllerError::new(ErrorCode::LeaderNotAvailable, "topic not yet visible")
+        })
     }
 
-    /// Reconciles after a metadata change; a failure to open a log is logged (the partition
-    /// stays unavailable and the error is visible in its responses) rather than failing the
-    /// request that caused the change.
-    pub fn reconcile_or_log(&self) {
-        if let Err(e) = self.reconcile() {
-            tracing::error!(error = %e, "applying metadata change to local partitions failed");
+    /// Hands out a new producer id at once from this broker's block, or fails with a
+    /// retriable error (COORDINATOR_LOAD_IN_PROGRESS) while a new block is being fetched.
+    /// Ids are never reused.
+    pub fn next_producer_id_now(&self) -> Result<i64, ErrorCode> {
+        let mut p = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if p.next >= p.end {
+            if let Some((start, end)) = p.prefetched.take() {
+                p.next = start;
+                p.end = end;
+            }
         }
+        let result = if p.next < p.end {
+            let id = p.next;
+            p.next += 1;
+            Ok(id)
+        } else {
+            Err(ErrorCode::CoordinatorLoadInProgress)
+        };
+        let low = p.prefetched.is_none() && (p.end - p.next) * 10 < PRODUCER_ID_BLOCK;
+        if low && !p.fetching {
+            p.fetching = true;
+            drop(p);
+            self.fetch_producer_ids();
+        }
+        result
+    }
+
+    fn fetch_producer_ids(&self) {
+        let controller = self.controller.clone();
+        let blocks = self.producer_ids.clone();
+        let ready = self.producer_ids_ready.clone();
+        let request = Request::AllocateProducerIds {
+            broker_id: self.node_id,
+            broker_epoch: self.broker_epoch.load(Ordering::Acquire),
+        };
+        self.tasks.spawn(async move {
+            let block = match controller.submit(request).await.result {
+                Ok(Reply::AllocateProducerIds(Ok((start, len)))) => Some((start, start + len)),
+                other => {
+                    tracing::warn!(?other, "allocating a producer id block failed");
+                    None
+                }
+            };
+            {
+                let mut p = blocks.lock().unwrap_or_else(|e| e.into_inner());
+                p.fetching = false;
+                if block.is_some() {
+                    p.prefetched = block;
+                }
+            }
+            ready.notify_waiters();
+        });
+    }
+
+    /// Asks the controller for a producer id block ahead of need (a broker that just
+    /// registered fetches one, so its first InitProducerId does not wait).
+    pub fn prefetch_producer_ids(&self) {
+        let mut p = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if p.next >= p.end && p.prefetched.is_none() && !p.fetching {
+            p.fetching = true;
+            drop(p);
+            self.fetch_producer_ids();
+        }
+    }
+
+    /// Waits (a bounded while) until a producer id can be handed out without waiting.
+    pub async fn wait_producer_ids(&self) {
+        for _ in 0..50 {
+            let ready = self.producer_ids_ready.notified();
+            {
+                let p = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+                if p.next < p.end || p.prefetched.is_some() {
+                    return;
+                }
+            }
+            self.prefetch_producer_ids();
+            let _ = tokio::time::timeout(Duration::from_millis(200), ready).await;
+        }
+    }
+
+    /// Hands out a new producer id, waiting (a bounded while) for a block when needed.
+    pub async fn allocate_producer_id(&self) -> Result<i64, ErrorCode> {
+        let mut last = ErrorCode::CoordinatorLoadInProgress;
+        for _ in 0..50 {
+            let ready = self.producer_ids_ready.notified();
+            match self.next_producer_id_now() {
+                Ok(id) => return Ok(id),
+                Err(e) => last = e,
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), ready).await;
+        }
+        Err(last)
     }
 
     /// Starts the periodic jobs: flush.ms checks, retention, compaction.

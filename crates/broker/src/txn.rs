@@ -3,11 +3,11 @@
 //! them back once durable (or failed), hands transaction markers to the [`MarkerChannel`],
 //! delivers responses, and drives the coordinator's timers.
 //!
-//! `__transaction_state` is created on the first FindCoordinator for a transactional id (as
-//! Kafka does) with `transaction.state.log.num.partitions` partitions, compacted; on start an
-//! existing one is replayed. The coordinator serves the partitions this broker leads (on one
-//! node: all of them) at their leader epoch as coordinator epoch; `load_partition` /
-//! `unload_partition` are the hooks for leadership changes.
+//! `__transaction_state` is created through the controller on the first FindCoordinator for a
+//! transactional id (as Kafka does) with `transaction.state.log.num.partitions` partitions,
+//! compacted. The coordinator follows partition leadership as the committed metadata
+//! publishes it ([`Transactions::on_metadata`]): it serves the partitions this broker leads, at
+//! their leader epoch as coordinator epoch, replaying each when it comes to lead it.
 
 use crate::handlers::{Ctx, Reply};
 use crate::state::BrokerState;
@@ -16,12 +16,12 @@ use coordinator::{
     CoordinatorNode, MarkerAck, RequestContext, TransactionCoordinator, TxnConfig, TxnEnv,
     TxnOutput,
 };
-use metadata::NewTopic;
+use metadata::{MetadataDelta, MetadataImage};
 use model::ErrorCode;
 use protocol::{RequestKind, ResponseKind};
 use record::{BatchBuilder, Compression, NewRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
@@ -56,10 +56,7 @@ struct Env<'a> {
 
 impl TxnEnv for Env<'_> {
     fn next_producer_id(&mut self) -> Result<i64, ErrorCode> {
-        self.state.metadata.allocate_producer_id().map_err(|e| {
-            tracing::error!(error = %e, "allocating a producer id failed");
-            e.code
-        })
+        self.state.next_producer_id_now()
     }
 
     fn partition_exists(&self, topic: &str, partition: i32) -> bool {
@@ -77,8 +74,8 @@ pub struct Transactions {
     pending: Mutex<HashMap<u64, oneshot::Sender<ResponseKind>>>,
     next_token: AtomicU64,
     wake: Notify,
-    loaded: AtomicBool,
-    load_lock: Mutex<()>,
+    /// `__transaction_state` partitions loaded (the ones this broker leads).
+    loaded: Mutex<BTreeSet<i32>>,
     pub markers: Arc<MarkerChannel>,
 }
 
@@ -95,8 +92,7 @@ impl Transactions {
             pending: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             wake: Notify::new(),
-            loaded: AtomicBool::new(false),
-            load_lock: Mutex::new(()),
+            loaded: Mutex::new(BTreeSet::new()),
             markers: Arc::new(MarkerChannel::default()),
         }
     }
@@ -110,74 +106,98 @@ impl Transactions {
         self.lock().set_offsets_topic_partitions(partitions);
     }
 
-    /// Replays `__transaction_state` if it exists (at start), or creates it when `create`.
-    pub fn ensure_loaded(
+    /// Follows a committed image: loads the `__transaction_state` partitions this broker now
+    /// leads and unloads the ones it no longer leads. Runs on the metadata loader.
+    pub fn on_metadata(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
-        create: bool,
-    ) -> Result<(), ErrorCode> {
-        if self.loaded.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let _guard = self.load_lock.lock().unwrap_or_else(|e| e.into_inner());
-        if self.loaded.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let image = state.image();
-        let topic = match image.topic(TXN_TOPIC) {
-            Some(t) => t.clone(),
-            None if !create => return Ok(()),
-            None => {
-                let settings = &state.config.transactions;
-                // Kafka refuses to create it until enough brokers exist; Moldau caps the
-                // replication factor at the live brokers so a single node works out of the
-                // box.
-                let brokers = image.brokers.len().max(1) as i16;
-                let rf = settings.state_log_replication_factor.min(brokers);
-                if rf < settings.state_log_replication_factor {
-                    tracing::warn!(
-                        configured = settings.state_log_replication_factor,
-                        brokers,
-                        "creating {TXN_TOPIC} with fewer replicas than \
-                         transaction.state.log.replication.factor (not enough brokers)"
-                    );
-                }
-                let created = state.metadata.create_internal_topic(NewTopic {
-                    name: TXN_TOPIC.to_string(),
-                    partitions: settings.state_log_num_partitions,
-                    replication_factor: rf,
-                    configs: txn_topic_configs(state),
-                });
-                let t = match created {
-                    Ok(t) => t,
-                    Err(e) if e.code == ErrorCode::TopicAlreadyExists => state
-                        .image()
-                        .topic(TXN_TOPIC)
-                        .cloned()
-                        .ok_or(ErrorCode::CoordinatorNotAvailable)?,
-                    Err(e) => {
-                        tracing::error!(error = %e, "creating {TXN_TOPIC} failed");
-                        return Err(ErrorCode::CoordinatorNotAvailable);
-                    }
-                };
-                state.reconcile_or_log();
-                tracing::info!(partitions = t.partitions.len(), "created {TXN_TOPIC}");
-                t
+        image: &MetadataImage,
+        _delta: &MetadataDelta,
+    ) {
+        let leading: BTreeSet<i32> = match image.topic(TXN_TOPIC) {
+            Some(t) => {
+                self.lock()
+                    .set_state_log_partitions(t.partitions.len() as i32);
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, p)| {
+                        p.leader == state.node_id
+                            && state.replicas.get(TXN_TOPIC, *i as i32).is_some()
+                    })
+                    .map(|(i, _)| i as i32)
+                    .collect()
             }
+            None => BTreeSet::new(),
         };
-        let partitions = topic.partitions.len() as i32;
-        {
-            let mut c = self.lock();
-            c.set_state_log_partitions(partitions);
+        let loaded: BTreeSet<i32> = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for p in loaded.difference(&leading) {
+            self.unload_partition(state, *p);
+            self.loaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(p);
         }
-        for (p, pi) in topic.partitions.iter().enumerate() {
-            if pi.leader != state.node_id {
-                continue;
+        for p in leading.difference(&loaded) {
+            match self.load_partition(state, *p) {
+                Ok(()) => {
+                    self.loaded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(*p);
+                }
+                Err(e) => {
+                    tracing::error!(partition = p, error = ?e, "loading {TXN_TOPIC} partition failed")
+                }
             }
-            self.load_partition(state, p as i32)?;
         }
-        self.loaded.store(true, Ordering::Release);
-        Ok(())
+    }
+
+    /// Creates `__transaction_state` through the controller, if it does not exist yet. Its
+    /// replication factor follows the internal-topic rule (see `BrokerConfig`).
+    pub async fn create_state_topic(&self, state: &Arc<BrokerState>) -> Result<(), ErrorCode> {
+        if state.image().topic(TXN_TOPIC).is_some() {
+            return Ok(());
+        }
+        let settings = &state.config.transactions;
+        let rf = state.config.internal_topic_replication_factor(
+            settings.state_log_replication_factor,
+            state
+                .config
+                .props
+                .contains_key("transaction.state.log.replication.factor"),
+        );
+        let request = controller::Request::CreateTopics {
+            topics: vec![controller::TopicSpec {
+                name: TXN_TOPIC.to_string(),
+                partitions: settings.state_log_num_partitions,
+                replication_factor: rf,
+                assignment: Vec::new(),
+                configs: txn_topic_configs(state),
+            }],
+            validate_only: false,
+            origin: controller::Origin::Broker,
+        };
+        let result = match state.controller_call(request).await {
+            Ok(controller::Reply::CreateTopics(mut r)) if !r.is_empty() => r.remove(0).map(|_| ()),
+            Ok(_) => return Err(ErrorCode::CoordinatorNotAvailable),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(replication_factor = rf, "created {TXN_TOPIC}");
+                Ok(())
+            }
+            Err(e) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, "creating {TXN_TOPIC} failed");
+                Err(ErrorCode::CoordinatorNotAvailable)
+            }
+        }
     }
 
     /// Starts coordinating the transactional ids of `__transaction_state` partition `p`
@@ -253,31 +273,36 @@ impl Transactions {
     }
 
     /// FindCoordinator for a transactional id: the leader of its `__transaction_state`
-    /// partition (created on first use).
+    /// partition in the committed image, with its endpoint on `listener`.
     pub fn locate(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
+        listener: &str,
         key: &str,
     ) -> Result<CoordinatorNode, ErrorCode> {
         if key.is_empty() {
             return Err(ErrorCode::InvalidRequest);
         }
-        self.ensure_loaded(state, true)?;
-        let p = self.lock().partition_for(key);
         let image = state.image();
-        let leader = image
+        let topic = image
             .topic(TXN_TOPIC)
-            .and_then(|t| t.partitions.get(p as usize))
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let p = coordinator::partition_for(key, topic.partitions.len() as i32);
+        let leader = topic
+            .partitions
+            .get(p as usize)
             .map(|pi| pi.leader)
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-        let b = image
+        let endpoint = image
             .brokers
             .get(&leader)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.endpoint(listener))
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
         Ok(CoordinatorNode {
-            node_id: b.node_id,
-            host: b.host.clone(),
-            port: b.port,
+            node_id: leader,
+            host: endpoint.host.clone(),
+            port: endpoint.port,
         })
     }
 
@@ -309,9 +334,6 @@ impl Transactions {
         client_host: &str,
         body: RequestKind,
     ) -> Reply {
-        if let Err(e) = self.ensure_loaded(state, false) {
-            tracing::warn!(error = ?e, "transaction state not loaded");
-        }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending

@@ -227,36 +227,41 @@ async fn existing_offsets_topic_with_wrong_settings_is_checked_at_startup() {
     use protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest};
     let dir = tempfile::tempdir().unwrap();
     {
-        let log =
-            metadata::FileMetadataLog::open(&dir.path().join("__cluster_metadata-0")).unwrap();
-        let store = metadata::MetadataStore::open(Box::new(log), 1, BTreeMap::new()).unwrap();
-        store.register(None, "127.0.0.1", 1).unwrap();
+        // A wave-1 data dir (its single-node metadata log, imported at start).
+        use metadata::legacy::{FileMetadataLog, MetadataLog, MetadataRecord};
+        let mut log = FileMetadataLog::open(&dir.path().join("__cluster_metadata-0")).unwrap();
+        log.replay().unwrap();
         let configs = [("cleanup.policy", "delete"), ("retention.ms", "2000")]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        store
-            .create_internal_topic(metadata::NewTopic {
+        log.append(&[
+            MetadataRecord::ClusterId {
+                cluster_id: "wire-test-cluster".into(),
+            },
+            MetadataRecord::RegisterBroker {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 1,
+                rack: None,
+            },
+            MetadataRecord::CreateTopic {
                 name: "__consumer_offsets".into(),
+                topic_id: format!("{:032x}", 0xc0ffee_u128),
                 partitions: 1,
-                replication_factor: 1,
+                replicas: vec![1],
                 configs,
-            })
-            .unwrap();
-        // The topic the groups commit to (commits to unknown topics fail, as in Kafka).
-        store
-            .create_topic(
-                metadata::NewTopic {
-                    name: "t".into(),
-                    partitions: 1,
-                    replication_factor: 1,
-                    configs: BTreeMap::new(),
-                },
-                1,
-                1,
-                false,
-            )
-            .unwrap();
+            },
+            // The topic the groups commit to (commits to unknown topics fail, as in Kafka).
+            MetadataRecord::CreateTopic {
+                name: "t".into(),
+                topic_id: format!("{:032x}", 0xbeef_u128),
+                partitions: 1,
+                replicas: vec![1],
+                configs: BTreeMap::new(),
+            },
+        ])
+        .unwrap();
     }
     let groups: Vec<String> = (0..8).map(|i| format!("group-{i}")).collect();
     assert!(groups
@@ -264,12 +269,22 @@ async fn existing_offsets_topic_with_wrong_settings_is_checked_at_startup() {
         .any(|g| coordinator::partition_for(g, 50) != 0));
     let topic = || TopicName(StrBytes::from_static_str("t"));
     let b = Broker::start(config(dir.path(), &[])).await.unwrap();
-    let offsets = b
-        .state()
-        .image()
-        .topic("__consumer_offsets")
-        .unwrap()
-        .clone();
+    // The broker restores the settings through the controller once it leads the topic.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let offsets = loop {
+        let t = b
+            .state()
+            .image()
+            .topic("__consumer_offsets")
+            .unwrap()
+            .clone();
+        if t.configs.get("cleanup.policy").map(String::as_str) == Some("compact")
+            || std::time::Instant::now() > deadline
+        {
+            break t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
     assert_eq!(offsets.partitions.len(), 1);
     assert_eq!(
         offsets.configs.get("cleanup.policy").map(String::as_str),

@@ -36,7 +36,22 @@ pub(crate) struct ConnConfig {
     pub frame_bytes_max: usize,
 }
 
+impl ConnConfig {
+    pub(crate) fn from_client(c: &crate::cluster::ClientConfig) -> ConnConfig {
+        ConnConfig {
+            client_id: c.client_id.clone(),
+            request_timeout_ms: c.request_timeout_ms,
+            connect_timeout_ms: c.connect_timeout_ms,
+            in_flight_max: c.in_flight_max,
+            frame_bytes_max: c.response_bytes_max,
+        }
+    }
+}
+
 type Waiter = oneshot::Sender<Result<Bytes, Error>>;
+
+/// A frame for the writer, and who to tell once it is on the socket (one-way requests).
+type Outgoing = (Bytes, Option<oneshot::Sender<()>>);
 
 #[derive(Default)]
 struct Pending {
@@ -49,7 +64,7 @@ struct Pending {
 pub(crate) struct Connection {
     addr: String,
     config: ConnConfig,
-    tx: mpsc::UnboundedSender<Bytes>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     pending: Arc<Mutex<Pending>>,
     next_id: AtomicI32,
     in_flight: Arc<Semaphore>,
@@ -253,7 +268,7 @@ impl Connection {
             }
             p.waiters.insert(id, wtx);
         }
-        if self.tx.send(frame).is_err() {
+        if self.tx.send((frame, None)).is_err() {
             return Err(Error::Disconnected {
                 addr: self.addr.clone(),
                 reason: "writer stopped".into(),
@@ -270,20 +285,110 @@ impl Connection {
         })
     }
 
+    /// The versions the broker advertised for `api_key`.
+    pub fn advertised(&self, api_key: i16) -> Option<(i16, i16)> {
+        self.versions.get(&api_key).copied()
+    }
+
+    /// Sends a body already encoded at `version` and returns the response body (its header
+    /// removed), undecoded. Kafka keys use their header versions; private keys (outside
+    /// Kafka's table) use request header v1 and response header v0.
+    pub async fn send_encoded(
+        &self,
+        api_key: i16,
+        version: i16,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, Error> {
+        let (request_header, response_header) = match protocol::ApiKey::try_from(api_key) {
+            Ok(api) => (
+                api.request_header_version(version),
+                api.response_header_version(version),
+            ),
+            Err(_) => (1, 0),
+        };
+        let _permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Closed)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let mut out = bytes::BytesMut::with_capacity(body.len() + 64);
+        bytes::BufMut::put_i32(&mut out, 0);
+        protocol::Encode::encode(
+            &protocol::RequestHeader::default()
+                .with_request_api_key(api_key)
+                .with_request_api_version(version)
+                .with_correlation_id(id)
+                .with_client_id(Some(StrBytes::from_string(self.config.client_id.clone()))),
+            &mut out,
+            request_header,
+        )
+        .map_err(|e| Error::Config(format!("encode request header: {e}")))?;
+        out.extend_from_slice(&body);
+        let len =
+            i32::try_from(out.len() - 4).map_err(|_| Error::Config("request over 2 GiB".into()))?;
+        out[..4].copy_from_slice(&len.to_be_bytes());
+        let (wtx, rx) = oneshot::channel();
+        {
+            let mut p = self
+                .pending
+                .lock()
+                .map_err(|_| Error::Protocol("poisoned connection state".into()))?;
+            if let Some(reason) = &p.closed {
+                return Err(Error::Disconnected {
+                    addr: self.addr.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            p.waiters.insert(id, wtx);
+        }
+        if self.tx.send((out.freeze(), None)).is_err() {
+            return Err(Error::Disconnected {
+                addr: self.addr.clone(),
+                reason: "writer stopped".into(),
+            });
+        }
+        let mut frame = match tokio::time::timeout(timeout, rx).await {
+            Err(_) => {
+                fail_all(&self.pending, &self.addr, "a request timed out");
+                return Err(Error::Timeout(timeout.as_millis() as u64));
+            }
+            Ok(Err(_)) => {
+                return Err(Error::Disconnected {
+                    addr: self.addr.clone(),
+                    reason: "connection closed".into(),
+                })
+            }
+            Ok(Ok(r)) => r?,
+        };
+        <protocol::ResponseHeader as protocol::Decode>::decode(&mut frame, response_header)
+            .map_err(|e| Error::Protocol(format!("api {api_key} v{version} header: {e}")))?;
+        Ok(frame)
+    }
+
     /// Sends `req` and waits for its response.
     pub async fn send<R: Rpc>(&self, req: &R) -> Result<R::Response, Error> {
         self.start(req).await?.wait().await
     }
 
     /// Sends a request that gets no response (Produce with acks=0).
-    pub fn send_oneway<R: Rpc>(&self, req: &R) -> Result<(), Error> {
+    /// Sends a request that gets no response (acks=0 produce). The returned receiver
+    /// resolves once the frame is written to the socket (and fails if the connection dies
+    /// first), so a caller can tell "sent" from "queued".
+    pub fn send_oneway<R: Rpc>(&self, req: &R) -> Result<oneshot::Receiver<()>, Error> {
         let v = self.version::<R>()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let frame = encode_request(req, v, id, &self.config.client_id)?;
-        self.tx.send(frame).map_err(|_| Error::Disconnected {
-            addr: self.addr.clone(),
-            reason: "writer stopped".into(),
-        })
+        let (done, written) = oneshot::channel();
+        self.tx
+            .send((frame, Some(done)))
+            .map_err(|_| Error::Disconnected {
+                addr: self.addr.clone(),
+                reason: "writer stopped".into(),
+            })?;
+        Ok(written)
     }
 }
 
@@ -307,12 +412,14 @@ fn fail_all(pending: &Mutex<Pending>, addr: &str, reason: &str) {
 
 async fn write_loop(
     mut w: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
     pending: Arc<Mutex<Pending>>,
     addr: String,
 ) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
-    while let Some(frame) = rx.recv().await {
+    let mut notify: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some((frame, done)) = rx.recv().await {
+        notify.extend(done);
         // Coalesce whatever else is queued into one write.
         let result = if rx.is_empty() {
             w.write_all(&frame).await
@@ -321,7 +428,10 @@ async fn write_loop(
             buf.extend_from_slice(&frame);
             while buf.len() < 1024 * 1024 {
                 match rx.try_recv() {
-                    Ok(f) => buf.extend_from_slice(&f),
+                    Ok((f, done)) => {
+                        buf.extend_from_slice(&f);
+                        notify.extend(done);
+                    }
                     Err(_) => break,
                 }
             }
@@ -330,6 +440,9 @@ async fn write_loop(
         if let Err(e) = result {
             fail_all(&pending, &addr, &format!("write: {e}"));
             return;
+        }
+        for n in notify.drain(..) {
+            let _ = n.send(());
         }
     }
 }

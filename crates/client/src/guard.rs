@@ -305,6 +305,11 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::ListTransactions => (Some(0), &LIST_TRANSACTIONS),
         ApiKey::DescribeProducers => (Some(0), &DESCRIBE_PRODUCERS),
         ApiKey::WriteTxnMarkers => (Some(1), &WRITE_TXN_MARKERS),
+        ApiKey::DescribeQuorum => (Some(0), &DESCRIBE_QUORUM),
+        ApiKey::BrokerRegistration => (Some(0), &BROKER_REGISTRATION),
+        ApiKey::BrokerHeartbeat => (Some(0), &BROKER_HEARTBEAT),
+        ApiKey::AllocateProducerIds => (Some(0), &ALLOCATE_PRODUCER_IDS),
+        ApiKey::Envelope => (Some(0), &ENVELOPE),
         _ => return None,
     })
 }
@@ -607,6 +612,43 @@ static DESCRIBE_CLUSTER: S = s(&[
     F(ALL, Array(&CLUSTER_BROKER)),
     F(ALL, I32),
 ]);
+// DescribeQuorum
+static QUORUM_REPLICA: S = s(&[
+    F(ALL, I32),
+    F(from(2), Uuid),
+    F(ALL, I64),
+    F(from(1), I64),
+    F(from(1), I64),
+]);
+static QUORUM_PARTITION: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(from(2), Str),
+    F(ALL, I32),
+    F(ALL, I32),
+    F(ALL, I64),
+    F(ALL, Array(&QUORUM_REPLICA)),
+    F(ALL, Array(&QUORUM_REPLICA)),
+]);
+static QUORUM_TOPIC: S = s(&[F(ALL, Str), F(ALL, Array(&QUORUM_PARTITION))]);
+static QUORUM_LISTENER: S = s(&[F(from(2), Str), F(from(2), Str), F(from(2), I16)]);
+static QUORUM_NODE: S = s(&[F(from(2), I32), F(from(2), Array(&QUORUM_LISTENER))]);
+static DESCRIBE_QUORUM: S = s(&[
+    F(ALL, I16),
+    F(from(2), Str),
+    F(ALL, Array(&QUORUM_TOPIC)),
+    F(from(2), Array(&QUORUM_NODE)),
+]);
+static BROKER_REGISTRATION: S = s(&[F(ALL, I32), F(ALL, I16), F(ALL, I64)]);
+static BROKER_HEARTBEAT: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Bool),
+    F(ALL, Bool),
+    F(ALL, Bool),
+]);
+static ALLOCATE_PRODUCER_IDS: S = s(&[F(ALL, I32), F(ALL, I16), F(ALL, I64), F(ALL, I32)]);
+static ENVELOPE: S = s(&[F(ALL, Bytes), F(ALL, I16)]);
 
 // Consumer groups (KIP-848)
 static CG_TOPIC_PARTITIONS: S = s(&[F(ALL, Uuid), F(ALL, ArrayI32)]);
@@ -808,6 +850,11 @@ mod tests {
             ListTransactionsRequest,
             DescribeProducersRequest,
             WriteTxnMarkersRequest,
+            DescribeQuorumRequest,
+            BrokerRegistrationRequest,
+            BrokerHeartbeatRequest,
+            AllocateProducerIdsRequest,
+            EnvelopeRequest,
         );
     }
 
@@ -1028,6 +1075,18 @@ mod tests {
         ]);
         assert_eq!(check_all::<ConsumerGroupDescribeRequest>(&d), 2);
         assert!(mutate_all::<ConsumerGroupDescribeRequest>(&d) > 0);
+        use describe_quorum_response as dq;
+        let voter = dq::ReplicaState::default().with_log_end_offset(7);
+        let dq = DescribeQuorumResponse::default()
+            .with_topics(vec![dq::TopicData::default()
+                .with_topic_name(TopicName(st("__cluster_metadata")))
+                .with_partitions(vec![dq::PartitionData::default()
+                    .with_current_voters(vec![voter.clone(), voter.clone()])
+                    .with_observers(vec![voter])])])
+            .with_nodes(vec![dq::Node::default().with_listeners(vec![
+                dq::Listener::default().with_name(st("CONTROLLER")),
+            ])]);
+        assert!(check_all::<DescribeQuorumRequest>(&dq) >= 1);
     }
 
     #[test]

@@ -86,6 +86,7 @@ mod error;
 mod group;
 mod group_consumer;
 mod guard;
+mod link;
 mod partitioner;
 mod producer;
 mod rpc;
@@ -106,6 +107,7 @@ pub use group::{
     encode_assignment, encode_subscription, Assignor, RebalanceListener, Subscription,
 };
 pub use group_consumer::GroupProtocol;
+pub use link::NodeLink;
 pub use model::ErrorCode;
 pub use partitioner::{murmur2, partition_for_key, Partitioner};
 pub use producer::{
@@ -113,4 +115,5 @@ pub use producer::{
     RecordMetadata,
 };
 pub use record::Compression;
+pub use rpc::Rpc;
 pub use transaction::ConsumerGroupMetadata;

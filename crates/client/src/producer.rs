@@ -1065,17 +1065,40 @@ async fn send_to_node(
     };
     let req = produce_request(&s.config, &batches);
     if s.config.acks == Acks::None {
-        let r = conn.send_oneway(&req);
-        for b in batches {
-            match &r {
-                Ok(()) => s.finish(b, Ok((-1, -1))),
-                Err(e) => s.requeue(
-                    b,
-                    Error::Disconnected {
-                        addr: conn.addr().to_owned(),
-                        reason: e.to_string(),
-                    },
-                ),
+        // Done once the request is on the socket: a flush or close that returns before that
+        // (and drops the connection) would lose the records.
+        match conn.send_oneway(&req) {
+            Ok(written) => {
+                let s = s.clone();
+                let addr = conn.addr().to_owned();
+                tokio::spawn(async move {
+                    let sent = written.await.is_ok();
+                    for b in batches {
+                        if sent {
+                            s.finish(b, Ok((-1, -1)));
+                        } else {
+                            s.requeue(
+                                b,
+                                Error::Disconnected {
+                                    addr: addr.clone(),
+                                    reason: "connection closed before the request was sent".into(),
+                                },
+                            );
+                        }
+                    }
+                    s.wake.notify_one();
+                });
+            }
+            Err(e) => {
+                for b in batches {
+                    s.requeue(
+                        b,
+                        Error::Disconnected {
+                            addr: conn.addr().to_owned(),
+                            reason: e.to_string(),
+                        },
+                    );
+                }
             }
         }
         return None;

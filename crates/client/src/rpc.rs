@@ -68,6 +68,12 @@ rpc!(DescribeProducersRequest => DescribeProducersResponse, DescribeProducers, 0
 rpc!(WriteTxnMarkersRequest => WriteTxnMarkersResponse, WriteTxnMarkers, 1, 1);
 rpc!(ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, ConsumerGroupHeartbeat, 0, 1);
 rpc!(ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0, 1);
+// Cluster-internal requests (to a controller listener) and the quorum's description.
+rpc!(DescribeQuorumRequest => DescribeQuorumResponse, DescribeQuorum, 0, 2);
+rpc!(BrokerRegistrationRequest => BrokerRegistrationResponse, BrokerRegistration, 3, 4);
+rpc!(BrokerHeartbeatRequest => BrokerHeartbeatResponse, BrokerHeartbeat, 0, 1);
+rpc!(AllocateProducerIdsRequest => AllocateProducerIdsResponse, AllocateProducerIds, 0, 0);
+rpc!(EnvelopeRequest => EnvelopeResponse, Envelope, 0, 0);
 
 /// Encodes a request frame, size prefix included.
 pub(crate) fn encode_request<R: Rpc>(

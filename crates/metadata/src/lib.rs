@@ -1,21 +1,20 @@
-//! Cluster metadata: a log of `MetadataRecord`s applied to an immutable `MetadataImage`.
+//! Cluster metadata: a log of [`MetadataRecord`]s applied, in order, to an immutable
+//! [`MetadataImage`], and the [`MetadataDelta`] each batch makes.
 //!
-//! Handlers read the current image without locks beyond an `Arc` clone; every change goes
-//! through the controller methods of [`MetadataStore`], which validate it, make its records
-//! durable in the [`MetadataLog`], apply them to a new image and swap it in. On a single node the
-//! log is a local file ([`FileMetadataLog`]); a Raft-replicated log can implement the same trait
-//! later without touching handlers.
+//! The log itself is replicated by the Raft quorum (crate `quorum`); the records are decided
+//! by the controller (crate `controller`). Every node applies the same committed records to its
+//! own image, and handlers read the current image without locks beyond an `Arc` clone.
+//! [`legacy`] holds the wave-1 single-node log, kept to import existing data dirs.
 
 pub mod image;
-pub mod log;
-pub mod policy;
+pub mod legacy;
 pub mod record;
-pub mod store;
 
-pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
-pub use log::{FileMetadataLog, MetadataLog};
-pub use record::MetadataRecord;
-pub use store::{ControllerError, MetadataStore, NewTopic};
+pub use image::{
+    is_internal_topic, BrokerRegistration, MetadataDelta, MetadataImage, TopicImage, OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+};
+pub use record::{decode_batch, encode_batch, Endpoint, MetadataRecord, PartitionRegistration};
 
 /// Errors of the metadata log itself (I/O and corruption).
 #[derive(Debug, thiserror::Error)]

@@ -1,55 +1,175 @@
-//! The records of the metadata log. Each is one durable fact about the cluster.
+//! The records of the cluster metadata log. Each is one durable fact about the cluster, in the
+//! spirit of KRaft's metadata records (`TopicRecord`, `PartitionRecord`,
+//! `PartitionChangeRecord`, `RegisterBrokerRecord`, `FenceBrokerRecord`, ...).
+//!
+//! Records are replicated by the Raft quorum in batches (one batch per Raft entry) and applied
+//! in log order by every node. A record carries full new state where Kafka carries optional
+//! fields (a `PartitionChange` holds the whole new registration): applying it needs no
+//! lookup that could go wrong, and the log reads as a history.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+
+/// One network endpoint of a broker: a named listener with its security protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The listener name (`PLAINTEXT`, `INTERNAL`, ...).
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+    /// `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
+    pub security_protocol: String,
+}
+
+/// A partition's replicas and leadership, as Kafka's `PartitionRegistration`.
+///
+/// *Invariants* (checked by the controller before it writes one, and by the simulation):
+/// `leader` is -1 or a member of `isr`; `isr` is a non-empty subset of `replicas`;
+/// `leader_epoch` grows whenever the leader changes; `partition_epoch` grows on every change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRegistration {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// Replicas being removed by a reassignment (still in `replicas` until it completes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
+    /// Replicas being added by a reassignment (already in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// The leader's node id, -1 when the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// Bumped on every change; AlterPartition requests name the epoch they were based on.
+    pub partition_epoch: i32,
+}
+
+impl PartitionRegistration {
+    /// A new partition: every replica in sync, the first live one leading, epochs at 0.
+    pub fn new(replicas: Vec<i32>, leader: i32) -> PartitionRegistration {
+        PartitionRegistration {
+            isr: replicas.clone(),
+            replicas,
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    /// Whether the registration is well-formed (see the type's invariants).
+    pub fn check(&self) -> Result<(), String> {
+        if self.replicas.is_empty() {
+            return Err("no replicas".into());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if !self.replicas.iter().all(|r| seen.insert(*r)) {
+            return Err(format!("duplicate replicas {:?}", self.replicas));
+        }
+        if self.isr.is_empty() {
+            return Err("empty ISR".into());
+        }
+        if let Some(r) = self.isr.iter().find(|r| !self.replicas.contains(r)) {
+            return Err(format!("ISR member {r} is not a replica"));
+        }
+        if self.leader != -1 && !self.isr.contains(&self.leader) {
+            return Err(format!(
+                "leader {} is not in the ISR {:?}",
+                self.leader, self.isr
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// One change to cluster metadata. Records are applied in log order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
-    /// The cluster's id, written once when the cluster is formed.
+    /// The cluster's id, written once by the first active controller.
     ClusterId { cluster_id: String },
-    /// A broker registered (or re-registered with a new address).
+    /// A broker registered (first start or restart: a new incarnation and broker epoch).
+    /// A registration starts fenced unless `fenced` says otherwise.
     RegisterBroker {
         node_id: i32,
-        host: String,
-        port: i32,
+        /// A UUID the broker picks at each process start.
+        incarnation_id: String,
+        broker_epoch: i64,
+        endpoints: Vec<Endpoint>,
         rack: Option<String>,
+        fenced: bool,
     },
-    /// A topic was created with its partitions and config overrides.
-    CreateTopic {
-        name: String,
-        /// UUID as 32 hex digits.
+    /// The broker missed its session (or finished a controlled shutdown): it leads nothing
+    /// and is not listed to clients until it is unfenced.
+    FenceBroker { node_id: i32, broker_epoch: i64 },
+    /// The broker caught up with the metadata log and heartbeats: it may lead partitions.
+    UnfenceBroker { node_id: i32, broker_epoch: i64 },
+    /// The broker asked to shut down: leadership moves away from it.
+    BrokerControlledShutdown { node_id: i32, broker_epoch: i64 },
+    /// A topic exists (its partitions follow as `Partition` records).
+    Topic { name: String, topic_id: String },
+    /// A new partition of a topic.
+    Partition {
         topic_id: String,
-        partitions: i32,
-        replicas: Vec<i32>,
-        configs: BTreeMap<String, String>,
+        partition: i32,
+        #[serde(flatten)]
+        registration: PartitionRegistration,
     },
-    /// A topic's partition count grew to `partitions`.
-    CreatePartitions { topic_id: String, partitions: i32 },
-    /// A topic's partition leadership changed (a new leader epoch).
+    /// A partition's replicas, ISR or leadership changed: the whole new registration.
     PartitionChange {
         topic_id: String,
         partition: i32,
-        leader: i32,
-        leader_epoch: i32,
-        isr: Vec<i32>,
+        #[serde(flatten)]
+        registration: PartitionRegistration,
     },
     /// A topic config override was set (`Some`) or removed (`None`).
-    SetTopicConfig {
+    TopicConfig {
         topic_id: String,
         key: String,
         value: Option<String>,
     },
-    /// A topic was deleted.
-    DeleteTopic { topic_id: String },
+    /// A topic and its partitions were deleted.
+    RemoveTopic { topic_id: String },
     /// A group config override (config resource type GROUP) was set (`Some`) or removed
     /// (`None`). Groups need not exist to have configs, as in Kafka.
-    SetGroupConfig {
+    GroupConfig {
         group: String,
         key: String,
         value: Option<String>,
     },
-    /// The highest producer id block handed out so far (producer ids are never reused).
-    ProducerIds { next_producer_id: i64 },
+    /// A block of producer ids was handed to a broker; ids below `next_producer_id` are used.
+    ProducerIds {
+        broker_id: i32,
+        broker_epoch: i64,
+        next_producer_id: i64,
+    },
+}
+
+/// The version byte in front of every encoded batch and snapshot.
+const FORMAT_V1: u8 = 1;
+
+/// Why bytes from the log or the network are not a record batch.
+#[derive(Debug, thiserror::Error)]
+#[error("undecodable metadata batch: {0}")]
+pub struct DecodeError(pub String);
+
+/// Encodes a batch of records (one Raft entry, or a snapshot's contents).
+pub fn encode_batch(records: &[MetadataRecord]) -> Vec<u8> {
+    let mut out = vec![FORMAT_V1];
+    // Serialising plain data to a Vec cannot fail; an error here would be a bug in the types.
+    if let Err(e) = serde_json::to_writer(&mut out, records) {
+        unreachable!("metadata records always serialise: {e}");
+    }
+    out
+}
+
+/// Decodes a batch written by [`encode_batch`]. An empty slice is the empty batch (Raft's
+/// leader no-op entries carry no data).
+pub fn decode_batch(bytes: &[u8]) -> Result<Vec<MetadataRecord>, DecodeError> {
+    match bytes.split_first() {
+        None => Ok(Vec::new()),
+        Some((&FORMAT_V1, json)) => {
+            serde_json::from_slice(json).map_err(|e| DecodeError(e.to_string()))
+        }
+        Some((v, _)) => Err(DecodeError(format!("unknown format version {v}"))),
+    }
 }

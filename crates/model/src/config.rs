@@ -4,6 +4,7 @@
 //! topic's effective value comes from, in order: the topic's own override, the broker's setting,
 //! Kafka's default. `ConfigSource` records which, as DescribeConfigs reports it.
 
+use crate::cluster::{self, Listener, Roles, SecurityProtocol, Voter};
 use std::collections::BTreeMap;
 
 /// A config value that failed to parse or validate; names the key.
@@ -502,6 +503,72 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         ConfigType::Boolean,
         "export per-partition series (log offsets and sizes, consumer lag per partition); false keeps only per-topic series",
     ),
+    broker(
+        "process.roles",
+        "broker,controller",
+        ConfigType::List,
+        "broker, controller, or both (combined, the default)",
+    ),
+    broker(
+        "controller.quorum.voters",
+        "",
+        ConfigType::List,
+        "the controller voters, id@host:port,...; empty: this node alone is the quorum",
+    ),
+    broker(
+        "controller.listener.names",
+        "CONTROLLER",
+        ConfigType::List,
+        "listener names the controller serves on (the first is the one voters dial)",
+    ),
+    broker(
+        "listener.security.protocol.map",
+        crate::cluster::DEFAULT_PROTOCOL_MAP,
+        ConfigType::List,
+        "listener name to security protocol",
+    ),
+    broker(
+        "inter.broker.listener.name",
+        "",
+        ConfigType::String,
+        "the listener brokers use to reach each other (default: the first broker listener)",
+    ),
+    broker(
+        "broker.rack",
+        "",
+        ConfigType::String,
+        "the rack of this broker, for rack-aware replica placement",
+    ),
+    broker(
+        "broker.session.timeout.ms",
+        "9000",
+        ConfigType::Int,
+        "a broker without a heartbeat for this long is fenced",
+    ),
+    broker(
+        "broker.heartbeat.interval.ms",
+        "2000",
+        ConfigType::Int,
+        "how often a broker heartbeats to the active controller",
+    ),
+    broker(
+        "controller.quorum.election.timeout.ms",
+        "1000",
+        ConfigType::Int,
+        "how long a voter waits for the leader before it starts an election",
+    ),
+    broker(
+        "metadata.log.max.record.bytes.between.snapshots",
+        "20971520",
+        ConfigType::Long,
+        "bytes of metadata records after which the image is snapshotted and the log cut",
+    ),
+    broker(
+        "offsets.topic.replication.factor",
+        "3",
+        ConfigType::Short,
+        "replication factor of __consumer_offsets; when left unset, capped at the number of controller voters",
+    ),
 ];
 
 /// The definition of a topic config key.
@@ -733,10 +800,29 @@ impl TopicConfig {
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     pub node_id: i32,
-    /// `host:port` to bind; port 0 picks a free port.
+    /// `host:port` the client listener binds (the first broker listener); port 0 picks a free
+    /// port. Empty for a controller-only node.
     pub listen: String,
     /// `host:port` clients are told to connect to; None = the bound address.
     pub advertise: Option<String>,
+    /// Every listener to bind, in `listeners` order.
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners` by name (a broker listener not named there advertises its bound
+    /// address).
+    pub advertised_listeners: Vec<Listener>,
+    pub roles: Roles,
+    /// `controller.quorum.voters`; empty means this node alone (a one-voter quorum).
+    pub voters: Vec<Voter>,
+    pub controller_listener_names: Vec<String>,
+    pub inter_broker_listener_name: String,
+    pub broker_rack: Option<String>,
+    pub broker_session_timeout_ms: i64,
+    pub broker_heartbeat_interval_ms: i64,
+    pub election_timeout_ms: i64,
+    pub metadata_snapshot_bytes: i64,
+    /// `offsets.topic.replication.factor`, and whether it was set explicitly.
+    pub offsets_topic_replication_factor: i16,
+    pub offsets_topic_replication_factor_set: bool,
     pub data_dir: String,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -933,12 +1019,6 @@ impl Default for BrokerConfig {
     }
 }
 
-/// Strips a `PLAINTEXT://` style scheme from a listener, leaving `host:port`.
-fn listener_address(v: &str) -> &str {
-    let first = v.split(',').next().unwrap_or(v).trim();
-    first.split_once("://").map(|(_, a)| a).unwrap_or(first)
-}
-
 impl BrokerConfig {
     /// Builds the broker config from explicitly set keys (Kafka names). Unknown keys and bad
     /// values are errors naming the key.
@@ -966,22 +1046,34 @@ impl BrokerConfig {
             at_least(name, &v, parse_i64(name, &v)?, min)
         };
         let boolean = |name: &str| -> Result<bool, ConfigError> { parse_bool(name, &get(name)) };
-        let listen = listener_address(&get("listeners")).to_string();
-        validate_host_port("listeners", &listen)?;
-        let advertised = get("advertised.listeners");
-        let advertise = if advertised.trim().is_empty() {
-            None
-        } else {
-            let a = listener_address(&advertised).to_string();
-            validate_host_port("advertised.listeners", &a)?;
-            Some(a)
-        };
+        let cluster = ClusterShape::parse(&get, &props)?;
         let rf = int("default.replication.factor", 1)?;
         let cluster_id = Some(get("cluster.id")).filter(|s| !s.is_empty());
+        let offsets_rf = int("offsets.topic.replication.factor", 1)?;
         let config = BrokerConfig {
             node_id: int("node.id", 0)?,
-            listen,
-            advertise,
+            listen: cluster.listen,
+            advertise: cluster.advertise,
+            listeners: cluster.listeners,
+            advertised_listeners: cluster.advertised,
+            roles: cluster.roles,
+            voters: cluster.voters,
+            controller_listener_names: cluster.controller_names,
+            inter_broker_listener_name: cluster.inter_broker,
+            broker_rack: Some(get("broker.rack")).filter(|s| !s.trim().is_empty()),
+            broker_session_timeout_ms: long("broker.session.timeout.ms", 1)?,
+            broker_heartbeat_interval_ms: long("broker.heartbeat.interval.ms", 1)?,
+            election_timeout_ms: long("controller.quorum.election.timeout.ms", 10)?,
+            metadata_snapshot_bytes: long("metadata.log.max.record.bytes.between.snapshots", 1)?,
+            offsets_topic_replication_factor: i16::try_from(offsets_rf).map_err(|_| {
+                ConfigError::new(
+                    "offsets.topic.replication.factor",
+                    &offsets_rf.to_string(),
+                    "too large",
+                )
+            })?,
+            offsets_topic_replication_factor_set: props
+                .contains_key("offsets.topic.replication.factor"),
             data_dir: get("log.dirs"),
             num_partitions: int("num.partitions", 1)?,
             default_replication_factor: i16::try_from(rf).map_err(|_| {
@@ -1043,6 +1135,7 @@ impl BrokerConfig {
         // Topic and group defaults set at broker level must be valid values too.
         TopicConfig::resolve(&config.props, &BTreeMap::new())?;
         crate::group_config::validate_broker(&config.props)?;
+        config.check_quorum()?;
         Ok(config)
     }
 
@@ -1055,10 +1148,219 @@ impl BrokerConfig {
     }
 }
 
-fn validate_host_port(key: &str, v: &str) -> Result<(), ConfigError> {
-    match v.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(ConfigError::new(key, v, "expected HOST:PORT")),
+/// The listener, role and quorum keys, parsed and checked against each other.
+struct ClusterShape {
+    listen: String,
+    advertise: Option<String>,
+    listeners: Vec<Listener>,
+    advertised: Vec<Listener>,
+    roles: Roles,
+    voters: Vec<Voter>,
+    controller_names: Vec<String>,
+    inter_broker: String,
+}
+
+impl ClusterShape {
+    fn parse(
+        get: &dyn Fn(&str) -> String,
+        props: &BTreeMap<String, String>,
+    ) -> Result<ClusterShape, ConfigError> {
+        let protocols = cluster::parse_protocol_map(&get("listener.security.protocol.map"))?;
+        let listeners = cluster::parse_listeners("listeners", &get("listeners"), &protocols)?;
+        let advertised = cluster::parse_listeners(
+            "advertised.listeners",
+            &get("advertised.listeners"),
+            &protocols,
+        )?;
+        let roles = cluster::parse_roles(&get("process.roles"))?;
+        let voters = cluster::parse_voters(&get("controller.quorum.voters"))?;
+        let controller_names: Vec<String> = get("controller.listener.names")
+            .split(',')
+            .map(|s| s.trim().to_ascii_uppercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for l in listeners.iter().chain(&advertised) {
+            if l.security_protocol != SecurityProtocol::Plaintext {
+                let key = if listeners.contains(l) {
+                    "listeners"
+                } else {
+                    "advertised.listeners"
+                };
+                return Err(ConfigError::new(
+                    key,
+                    &l.name,
+                    format!(
+                        "listener {} uses security protocol {}, which is not supported yet (only PLAINTEXT is)",
+                        l.name,
+                        l.security_protocol.name()
+                    ),
+                ));
+            }
+        }
+        for a in &advertised {
+            if !listeners.iter().any(|l| l.name == a.name) {
+                return Err(ConfigError::new(
+                    "advertised.listeners",
+                    &a.name,
+                    "names a listener that is not in listeners",
+                ));
+            }
+            if controller_names.contains(&a.name) {
+                return Err(ConfigError::new(
+                    "advertised.listeners",
+                    &a.name,
+                    "must not include a controller listener",
+                ));
+            }
+        }
+        let broker_listeners: Vec<&Listener> = listeners
+            .iter()
+            .filter(|l| !controller_names.contains(&l.name))
+            .collect();
+        if roles.broker && broker_listeners.is_empty() {
+            return Err(ConfigError::new(
+                "listeners",
+                &get("listeners"),
+                "a broker needs a listener that is not a controller listener",
+            ));
+        }
+        if !roles.broker && !broker_listeners.is_empty() && props.contains_key("listeners") {
+            return Err(ConfigError::new(
+                "listeners",
+                &get("listeners"),
+                "a controller-only node serves only controller listeners",
+            ));
+        }
+        let inter_broker = match get("inter.broker.listener.name").trim() {
+            "" => broker_listeners
+                .first()
+                .map(|l| l.name.clone())
+                .unwrap_or_default(),
+            name => {
+                let name = name.to_ascii_uppercase();
+                if roles.broker && !broker_listeners.iter().any(|l| l.name == name) {
+                    return Err(ConfigError::new(
+                        "inter.broker.listener.name",
+                        &name,
+                        "is not one of the broker listeners",
+                    ));
+                }
+                name
+            }
+        };
+        let client = broker_listeners.first();
+        let listen = client.map(|l| l.address()).unwrap_or_default();
+        let advertise = client
+            .and_then(|c| advertised.iter().find(|a| a.name == c.name))
+            .map(Listener::address);
+        Ok(ClusterShape {
+            listen,
+            advertise,
+            listeners,
+            advertised,
+            roles,
+            voters,
+            controller_names,
+            inter_broker,
+        })
+    }
+}
+
+impl BrokerConfig {
+    /// The controller listeners this node binds.
+    pub fn controller_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| self.controller_listener_names.contains(&l.name))
+    }
+
+    /// The broker (client-facing) listeners this node binds.
+    pub fn broker_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| !self.controller_listener_names.contains(&l.name))
+    }
+
+    /// Whether this node is the only controller voter (no `controller.quorum.voters`, or
+    /// only itself).
+    pub fn is_standalone(&self) -> bool {
+        self.voters.is_empty() || (self.voters.len() == 1 && self.voters[0].id == self.node_id)
+    }
+
+    /// The replication factor of an internal topic: an explicit setting is Kafka's (creation
+    /// waits until that many brokers are up); the default (3) is capped at the number of
+    /// controller voters, so a one-node cluster works with zero configuration.
+    pub fn internal_topic_replication_factor(&self, configured: i16, explicit: bool) -> i16 {
+        if explicit {
+            configured
+        } else {
+            configured.min(self.voters.len().max(1) as i16)
+        }
+    }
+
+    /// Checks the roles, listeners and voters against each other.
+    fn check_quorum(&self) -> Result<(), ConfigError> {
+        let voters = self
+            .voters
+            .iter()
+            .map(|v| format!("{}@{}", v.id, v.address()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let me = self.voters.iter().find(|v| v.id == self.node_id);
+        if self.roles.controller && !self.voters.is_empty() && me.is_none() {
+            return Err(ConfigError::new(
+                "controller.quorum.voters",
+                &voters,
+                format!(
+                    "node.id {} runs a controller but is not one of the voters",
+                    self.node_id
+                ),
+            ));
+        }
+        if !self.roles.controller && me.is_some() {
+            return Err(ConfigError::new(
+                "controller.quorum.voters",
+                &voters,
+                format!(
+                    "node.id {} is a voter but process.roles has no controller",
+                    self.node_id
+                ),
+            ));
+        }
+        if !self.roles.controller && self.voters.is_empty() {
+            return Err(ConfigError::new(
+                "controller.quorum.voters",
+                "",
+                "a node without the controller role needs the controller voters",
+            ));
+        }
+        if self.roles.controller && !self.voters.is_empty() {
+            let controller = self.controller_listeners().next();
+            match (controller, me) {
+                (None, _) => {
+                    return Err(ConfigError::new(
+                        "listeners",
+                        &self.listeners.iter().map(|l| format!("{}://{}", l.name, l.address())).collect::<Vec<_>>().join(","),
+                        format!(
+                            "a controller voter needs a listener named in controller.listener.names ({})",
+                            self.controller_listener_names.join(",")
+                        ),
+                    ))
+                }
+                (Some(l), Some(v)) if l.port != 0 && l.port != v.port => {
+                    return Err(ConfigError::new(
+                        "controller.quorum.voters",
+                        &voters,
+                        format!(
+                            "voter {} is at port {} but this node's {} listener binds port {}",
+                            v.id, v.port, l.name, l.port
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1153,6 +1455,46 @@ mod tests {
         let e = BrokerConfig::from_props(map(&[("log.segment.bytes", "-3")])).unwrap_err();
         assert_eq!(e.key, "segment.bytes");
         assert!(TopicConfig::validate("cleanup.policy", "compact,delete").is_ok());
+    }
+
+    #[test]
+    fn cluster_keys_contradicting_each_other_name_the_key() {
+        let err = |kv: &[(&str, &str)]| BrokerConfig::from_props(map(kv)).unwrap_err();
+        let e = err(&[("listeners", "SSL://127.0.0.1:9093")]);
+        assert_eq!(e.key, "listeners");
+        assert!(e.reason.contains("not supported yet"), "{e}");
+        let e = err(&[("listeners", "SASL_PLAINTEXT://127.0.0.1:9093")]);
+        assert!(e.reason.contains("SASL_PLAINTEXT"), "{e}");
+        let e = err(&[("controller.quorum.voters", "2@h:1,3@h:2")]);
+        assert_eq!(e.key, "controller.quorum.voters");
+        let e = err(&[("process.roles", "broker")]);
+        assert_eq!(e.key, "controller.quorum.voters");
+        let e = err(&[("controller.quorum.voters", "1@h:9093")]);
+        assert_eq!(e.key, "listeners", "{e}");
+        let e = err(&[
+            ("controller.quorum.voters", "1@h:9093"),
+            ("listeners", "PLAINTEXT://h:9092,CONTROLLER://h:9094"),
+        ]);
+        assert_eq!(e.key, "controller.quorum.voters", "{e}");
+        let e = err(&[("inter.broker.listener.name", "NOPE")]);
+        assert_eq!(e.key, "inter.broker.listener.name");
+        let ok = BrokerConfig::from_props(map(&[
+            ("node.id", "2"),
+            ("controller.quorum.voters", "1@h:9093,2@h:9095"),
+            ("listeners", "PLAINTEXT://h:9092,CONTROLLER://h:9095"),
+            ("advertised.listeners", "PLAINTEXT://public:19092"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.listen, "h:9092");
+        assert_eq!(ok.advertise.as_deref(), Some("public:19092"));
+        assert_eq!(ok.controller_listeners().next().unwrap().port, 9095);
+        assert!(!ok.is_standalone());
+        assert_eq!(ok.internal_topic_replication_factor(3, false), 2);
+        assert!(BrokerConfig::default().is_standalone());
+        assert_eq!(
+            BrokerConfig::default().internal_topic_replication_factor(3, false),
+            1
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Moldau's shared vocabulary: ids, offsets, Kafka error codes and typed configs. No I/O.
 
 pub mod acl;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod group_config;

@@ -56,11 +56,25 @@ pub fn load(src: &Sources<'_>) -> anyhow::Result<BrokerConfig> {
     if let Some(d) = src.data_dir {
         props.insert("log.dirs".into(), d.display().to_string());
     }
+    // `--listen` / `--advertise` set the client listener; controller listeners stay.
+    let controller_names: Vec<String> = props
+        .get("controller.listener.names")
+        .map_or("CONTROLLER", String::as_str)
+        .split(',')
+        .map(|s| s.trim().to_ascii_uppercase())
+        .collect();
     if let Some(l) = src.listen {
-        props.insert("listeners".into(), l.to_string());
+        let current = props.get("listeners").cloned().unwrap_or_default();
+        let v = model::cluster::with_client_address(&current, &controller_names, l);
+        props.insert("listeners".into(), v);
     }
     if let Some(a) = src.advertise {
-        props.insert("advertised.listeners".into(), a.to_string());
+        let current = props
+            .get("advertised.listeners")
+            .cloned()
+            .unwrap_or_default();
+        let v = model::cluster::with_client_address(&current, &controller_names, a);
+        props.insert("advertised.listeners".into(), v);
     }
     Ok(BrokerConfig::from_props(props)?)
 }

@@ -1,6 +1,8 @@
-//! Issue 8 items 1-2 at the process level: a `moldau server` whose metadata log is damaged in
-//! the middle refuses to start and deletes nothing; partition directories the committed
-//! metadata does not know are renamed aside (`-stray`), never deleted.
+//! Issue 8 items 1-2 at the process level: a `moldau server` whose metadata log (the Raft log
+//! in `__cluster_metadata-0/`) is damaged in the middle refuses to start and deletes nothing;
+//! partition directories the committed metadata does not know are renamed aside (`-stray`),
+//! never deleted. (The wave-1 `metadata.log` keeps the same rules; its own tests are in the
+//! `metadata` crate, and a damaged one is never imported.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli_support.rs"]
@@ -50,7 +52,13 @@ async fn end_offsets(server: &Server, topics: &[&str]) -> Vec<i64> {
         .collect()
 }
 
-/// Byte offsets where each frame of `metadata.log` starts.
+/// The first segment of the Raft metadata log.
+fn segment(data: &Path) -> std::path::PathBuf {
+    data.join("__cluster_metadata-0")
+        .join("raft-00000000000000000001.log")
+}
+
+/// Byte offsets where each frame of a log starts (`[u32 length][u32 crc][body]`).
 fn frame_starts(bytes: &[u8]) -> Vec<usize> {
     let mut starts = Vec::new();
     let mut pos = 0;
@@ -107,22 +115,22 @@ async fn mid_log_corruption_refuses_to_start_and_deletes_nothing() {
     populate(&server).await;
     server.stop();
 
-    let log = data.join("__cluster_metadata-0").join("metadata.log");
+    let log = segment(&data);
     let original = std::fs::read(&log).unwrap();
     let before = tree(&data);
     for victim in ["t0", "t2", "t5"] {
         let at = frame_creating(&original, victim);
         let mut damaged = original.clone();
-        damaged[at + 20] ^= 0x01;
+        damaged[at + 40] ^= 0x01;
         std::fs::write(&log, &damaged).unwrap();
         let refused = Server::start_in(&data, &[])
             .err()
             .expect("the server refuses to start");
         assert!(!refused.status.success());
         assert!(
-            refused.stderr.contains("metadata.log")
+            refused.stderr.contains(&log.display().to_string())
                 && refused.stderr.contains(&format!("corrupt at byte {at}"))
-                && refused.stderr.contains("truncate -s"),
+                && refused.stderr.contains("To recover"),
             "stderr names the file, the offset and a way out:\n{}",
             refused.stderr
         );
@@ -145,9 +153,9 @@ async fn unknown_partition_dirs_are_renamed_stray_never_deleted() {
     populate(&server).await;
     server.stop();
 
-    // An operator follows the recovery advice and cuts the log before t3's creation: t3..t5
-    // become unknown to the metadata. Their data must survive, renamed aside.
-    let log = data.join("__cluster_metadata-0").join("metadata.log");
+    // The metadata log is restored from a backup taken before t3 was created: t3..t5 become
+    // unknown to the metadata. Their data must survive, renamed aside.
+    let log = segment(&data);
     let bytes = std::fs::read(&log).unwrap();
     let cut = frame_creating(&bytes, "t3");
     std::fs::write(&log, &bytes[..cut]).unwrap();

@@ -543,10 +543,15 @@ pub(super) static MESSAGES: &[Message] = &[
     m(42, "DeleteGroups",            range(0, 2),    Some(2),  &DELETE_GROUPS_REQUEST),
     m(44, "IncrementalAlterConfigs", range(0, 1),    Some(1),  &INCREMENTAL_ALTER_CONFIGS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
+    m(55, "DescribeQuorum",          range(0, 2),    Some(0),  &DESCRIBE_QUORUM_REQUEST),
+    m(58, "Envelope",                range(0, 0),    Some(0),  &ENVELOPE_REQUEST),
     m(60, "DescribeCluster",         range(0, 2),    Some(0),  &DESCRIBE_CLUSTER_REQUEST),
     m(61, "DescribeProducers",       range(0, 0),    Some(0),  &DESCRIBE_PRODUCERS_REQUEST),
+    m(62, "BrokerRegistration",      range(0, 4),    Some(0),  &BROKER_REGISTRATION_REQUEST),
+    m(63, "BrokerHeartbeat",         range(0, 1),    Some(0),  &BROKER_HEARTBEAT_REQUEST),
     m(65, "DescribeTransactions",    range(0, 0),    Some(0),  &DESCRIBE_TRANSACTIONS_REQUEST),
     m(66, "ListTransactions",        range(0, 2),    Some(0),  &LIST_TRANSACTIONS_REQUEST),
+    m(67, "AllocateProducerIds",     range(0, 0),    Some(0),  &ALLOCATE_PRODUCER_IDS_REQUEST),
     m(68, "ConsumerGroupHeartbeat",  range(0, 1),    Some(0),  &CONSUMER_GROUP_HEARTBEAT_REQUEST),
     m(69, "ConsumerGroupDescribe",   range(0, 1),    Some(0),  &CONSUMER_GROUP_DESCRIBE_REQUEST),
 ];
@@ -1216,6 +1221,97 @@ static OFFSET_DELETE_REQUEST_PARTITION: Schema = Schema {
     tagged: &[],
 };
 
+// DescribeQuorum (api key 55)
+static DESCRIBE_QUORUM_REQUEST: Schema = Schema {
+    fields: &[
+        f("topics", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_QUORUM_TOPIC))),
+    ],
+    tagged: &[],
+};
+
+static DESCRIBE_QUORUM_TOPIC: Schema = Schema {
+    fields: &[
+        f("topic_name", ALL, Ty::String),
+        f("partitions", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_QUORUM_PARTITION))),
+    ],
+    tagged: &[],
+};
+
+static DESCRIBE_QUORUM_PARTITION: Schema = Schema {
+    fields: &[
+        f("partition_index", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+// Envelope (api key 58)
+static ENVELOPE_REQUEST: Schema = Schema {
+    fields: &[
+        f("request_data", ALL, Ty::Bytes),
+        f("request_principal", ALL, Ty::NullableBytes),
+        f("client_host_address", ALL, Ty::Bytes),
+    ],
+    tagged: &[],
+};
+
+// BrokerRegistration (api key 62)
+static BROKER_REGISTRATION_REQUEST: Schema = Schema {
+    fields: &[
+        f("broker_id", ALL, Ty::Int32),
+        f("cluster_id", ALL, Ty::String),
+        f("incarnation_id", ALL, Ty::Uuid),
+        f("listeners", ALL, Ty::Array(&Ty::Struct(&BROKER_REGISTRATION_LISTENER))),
+        f("features", ALL, Ty::Array(&Ty::Struct(&BROKER_REGISTRATION_FEATURE))),
+        f("rack", ALL, Ty::NullableString),
+        f("is_migrating_zk_broker", since(1), Ty::Bool),
+        f("log_dirs", since(2), Ty::Array(&Ty::Uuid)),
+        f("previous_broker_epoch", since(3), Ty::Int64),
+    ],
+    tagged: &[],
+};
+
+static BROKER_REGISTRATION_LISTENER: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("host", ALL, Ty::String),
+        f("port", ALL, Ty::Int16),
+        f("security_protocol", ALL, Ty::Int16),
+    ],
+    tagged: &[],
+};
+
+static BROKER_REGISTRATION_FEATURE: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("min_supported_version", ALL, Ty::Int16),
+        f("max_supported_version", ALL, Ty::Int16),
+    ],
+    tagged: &[],
+};
+
+// BrokerHeartbeat (api key 63)
+static BROKER_HEARTBEAT_REQUEST: Schema = Schema {
+    fields: &[
+        f("broker_id", ALL, Ty::Int32),
+        f("broker_epoch", ALL, Ty::Int64),
+        f("current_metadata_offset", ALL, Ty::Int64),
+        f("want_fence", ALL, Ty::Bool),
+        f("want_shut_down", ALL, Ty::Bool),
+    ],
+    tagged: &[
+        t(0, "offline_log_dirs", since(1), Ty::Array(&Ty::Uuid)),
+    ],
+};
+
+// AllocateProducerIds (api key 67)
+static ALLOCATE_PRODUCER_IDS_REQUEST: Schema = Schema {
+    fields: &[
+        f("broker_id", ALL, Ty::Int32),
+        f("broker_epoch", ALL, Ty::Int64),
+    ],
+    tagged: &[],
+};
+
 // DescribeCluster (api key 60)
 static DESCRIBE_CLUSTER_REQUEST: Schema = Schema {
     fields: &[
@@ -1441,7 +1537,8 @@ mod tests {
                     } else {
                         // Mostly non-empty, shrinking with depth.
                         let max = if self.depth < 3 { 3 } else { 1 };
-                        let n = self.rng.below(max + 1) as usize;
+                        // A tagged array is written only when not empty (its default).
+                        let n = (self.rng.below(max + 1) as usize).max(usize::from(non_default));
                         self.put_len(Some(n), false);
                         self.depth += 1;
                         for _ in 0..n {

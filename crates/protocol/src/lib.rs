@@ -76,13 +76,26 @@ fn raw_prefix(frame: &[u8]) -> Option<(i16, i16, i32)> {
 /// Decodes one request frame (without its size prefix). The body is checked by [`guard`]
 /// before `kafka-protocol` sees it, so claimed array lengths can't trigger huge allocations.
 pub fn decode_request(frame: Bytes) -> Result<Request, RequestError> {
+    decode_request_with(frame, versions::SUPPORTED)
+}
+
+/// The api key of a frame, read before anything else (private api keys are routed on it).
+pub fn peek_api_key(frame: &[u8]) -> Option<i16> {
+    raw_prefix(frame).map(|(api, _, _)| api)
+}
+
+/// Like [`decode_request`], serving the versions of `table` (a listener's own table).
+pub fn decode_request_with(
+    frame: Bytes,
+    table: &[(ApiKey, i16, i16)],
+) -> Result<Request, RequestError> {
     let (api_key_raw, version, correlation_id) = raw_prefix(&frame)
         .ok_or_else(|| RequestError::Malformed(format!("frame of {} bytes", frame.len())))?;
     let api_key = ApiKey::try_from(api_key_raw).map_err(|_| RequestError::UnknownApi {
         api_key: api_key_raw,
         correlation_id,
     })?;
-    if !versions::is_supported(api_key, version) {
+    if !versions::is_supported_in(table, api_key, version) {
         return Err(RequestError::UnsupportedVersion {
             api_key: api_key_raw,
             version,

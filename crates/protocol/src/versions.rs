@@ -48,11 +48,36 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
+];
+
+/// What a CONTROLLER listener serves (Kafka's controller APIs: broker registration and
+/// heartbeats, producer-id blocks, the quorum's description, and the administration requests
+/// brokers forward). Raft traffic between voters and observers' metadata fetches use private
+/// api keys outside Kafka's range, handled before this table is consulted.
+pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::Envelope, 0, 0),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::AllocateProducerIds, 0, 0),
 ];
 
 /// Whether requests of `api` at `version` are served.
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
-    SUPPORTED
+    is_supported_in(SUPPORTED, api, version)
+}
+
+/// Whether `table` serves `api` at `version`.
+pub fn is_supported_in(table: &[(ApiKey, i16, i16)], api: ApiKey, version: i16) -> bool {
+    table
         .iter()
         .any(|&(a, min, max)| a == api && (min..=max).contains(&version))
 }
@@ -68,7 +93,15 @@ pub fn range(api: ApiKey) -> Option<(i16, i16)> {
 /// An ApiVersions response body listing `SUPPORTED`, with the given error code. Optional
 /// tagged fields stay at their defaults so they are not encoded (kcat 1.7 rejects them).
 pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
-    let mut keys: Vec<ApiVersion> = SUPPORTED
+    api_versions_response_for(SUPPORTED, error_code)
+}
+
+/// An ApiVersions response body listing `table`.
+pub fn api_versions_response_for(
+    table: &[(ApiKey, i16, i16)],
+    error_code: i16,
+) -> ApiVersionsResponse {
+    let mut keys: Vec<ApiVersion> = table
         .iter()
         .map(|&(api, min, max)| {
             ApiVersion::default()
@@ -89,7 +122,7 @@ mod tests {
 
     #[test]
     fn table_is_within_what_the_codec_supports() {
-        for &(api, min, max) in SUPPORTED {
+        for &(api, min, max) in SUPPORTED.iter().chain(CONTROLLER_SUPPORTED) {
             let r = api.valid_versions();
             assert!(min >= r.min && max <= r.max && min <= max, "{api:?}");
         }

@@ -60,6 +60,11 @@ fn default_request(api: ApiKey) -> RequestKind {
         CreatePartitions,
         DeleteGroups,
         IncrementalAlterConfigs,
+        DescribeQuorum,
+        Envelope,
+        BrokerRegistration,
+        BrokerHeartbeat,
+        AllocateProducerIds,
         OffsetDelete,
         DescribeCluster,
         DescribeProducers,
@@ -129,14 +134,17 @@ fn covers_the_apis_in_the_brief() {
     let keys: Vec<i16> = guard::guarded_apis().map(|(k, ..)| k).collect();
     let want = [
         0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
-        32, 33, 35, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
+        32, 33, 35, 37, 42, 44, 47, 55, 58, 60, 61, 62, 63, 65, 66, 67, 68, 69,
     ];
     assert_eq!(keys, want);
 }
 
 #[test]
 fn every_advertised_version_is_guarded() {
-    for &(api, min, max) in protocol::versions::SUPPORTED {
+    for &(api, min, max) in protocol::versions::SUPPORTED
+        .iter()
+        .chain(protocol::versions::CONTROLLER_SUPPORTED)
+    {
         let (gmin, gmax) = guard::guarded_versions(api as i16)
             .unwrap_or_else(|| panic!("{api:?} is advertised but has no guard schema"));
         assert!(

@@ -1,9 +1,14 @@
 //! Topic administration (CreateTopics, DeleteTopics, CreatePartitions), DescribeLogDirs and
 //! InitProducerId.
+//!
+//! The administration requests are decided by the active controller: these handlers turn the
+//! Kafka request into controller requests, wait for the committed answers and build the Kafka
+//! response; they return it with the highest metadata offset the change committed at, which
+//! the caller waits for before answering (so a Metadata request right after sees the change).
 
 use super::{code, from_uuid, str_bytes, to_uuid};
 use crate::state::BrokerState;
-use metadata::NewTopic;
+use controller::{ControllerError, Origin, Reply, Request, TopicRef, TopicSpec};
 use model::ErrorCode;
 use protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
@@ -19,36 +24,52 @@ use protocol::messages::{
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-pub fn create_topics(
-    state: &Arc<BrokerState>,
+/// Submits to the controller; a reply of another kind is a bug, reported as an error.
+async fn submit(state: &BrokerState, request: Request) -> (Result<Reply, ControllerError>, i64) {
+    let answer = state.controller.submit(request).await;
+    (answer.result, answer.offset)
+}
+
+fn unexpected(reply: &Reply) -> ControllerError {
+    ControllerError::new(
+        ErrorCode::UnknownServerError,
+        format!("unexpected controller reply {reply:?}"),
+    )
+}
+
+pub async fn create_topics(
+    state: Arc<BrokerState>,
     req: CreateTopicsRequest,
     version: i16,
-) -> (CreateTopicsResponse, bool) {
+    origin: Origin,
+) -> (CreateTopicsResponse, i64) {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
         *seen.entry(t.name.0.to_string()).or_default() += 1;
     }
-    let mut results = Vec::with_capacity(req.topics.len());
-    let mut created_any = false;
-    for t in req.topics {
+    let fail = |name: &protocol::messages::TopicName, e: ErrorCode, msg: String| {
+        let mut r = CreatableTopicResult::default()
+            .with_name(name.clone())
+            .with_error_code(code(e))
+            .with_error_message(Some(str_bytes(msg)));
+        if version >= 5 {
+            r = r.with_num_partitions(-1).with_replication_factor(-1);
+        }
+        r
+    };
+    // Per topic: either an immediate error, or the index of its spec in the controller call.
+    let mut slots: Vec<Result<usize, CreatableTopicResult>> = Vec::with_capacity(req.topics.len());
+    let mut specs = Vec::new();
+    for t in &req.topics {
         let name = t.name.0.to_string();
-        let fail = |e: ErrorCode, msg: String| {
-            let mut r = CreatableTopicResult::default()
-                .with_name(t.name.clone())
-                .with_error_code(code(e))
-                .with_error_message(Some(str_bytes(msg)));
-            if version >= 5 {
-                r = r.with_num_partitions(-1).with_replication_factor(-1);
-            }
-            r
-        };
         if seen.get(&name).copied().unwrap_or(0) > 1 {
-            results.push(fail(
+            slots.push(Err(fail(
+                &t.name,
                 ErrorCode::InvalidRequest,
                 format!(
                     "Create topics request from client contains multiple entries for topic {name}"
                 ),
-            ));
+            )));
             continue;
         }
         let mut configs = BTreeMap::new();
@@ -62,74 +83,90 @@ pub fn create_topics(
             }
         }
         if let Some(k) = null_config {
-            results.push(fail(
+            slots.push(Err(fail(
+                &t.name,
                 ErrorCode::InvalidConfig,
                 format!("Null value not supported for topic configs: {k}"),
-            ));
+            )));
             continue;
         }
-        let (partitions, rf) = if t.assignments.is_empty() {
-            (t.num_partitions, t.replication_factor)
-        } else {
+        let mut assignment = Vec::new();
+        if !t.assignments.is_empty() {
             if t.num_partitions != -1 || t.replication_factor != -1 {
-                results.push(fail(
+                slots.push(Err(fail(
+                    &t.name,
                     ErrorCode::InvalidRequest,
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
-                ));
+                )));
                 continue;
             }
-            let image = state.image();
-            let bad = t
-                .assignments
-                .iter()
-                .flat_map(|a| a.broker_ids.iter())
-                .any(|b| !image.brokers.contains_key(&b.0));
-            if bad {
-                results.push(fail(
+            let mut by_index: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            for a in &t.assignments {
+                by_index.insert(
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                );
+            }
+            if by_index.keys().copied().ne(0..by_index.len() as i32) {
+                slots.push(Err(fail(
+                    &t.name,
                     ErrorCode::InvalidReplicaAssignment,
-                    "Replica assignment names an unknown broker.".into(),
-                ));
+                    "Partitions should be numbered consecutively starting at 0.".into(),
+                )));
                 continue;
             }
-            let rf = t.assignments[0].broker_ids.len() as i16;
-            (t.assignments.len() as i32, rf)
-        };
-        let created = state.metadata.create_topic(
-            NewTopic {
-                name: name.clone(),
-                partitions,
-                replication_factor: rf,
-                configs,
-            },
-            state.config.num_partitions,
-            state.config.default_replication_factor,
-            req.validate_only,
-        );
-        match created {
-            Ok(topic) => {
-                created_any |= !req.validate_only;
-                let mut r = CreatableTopicResult::default().with_name(t.name.clone());
-                if version >= 5 {
-                    let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()) as i16;
-                    r = r
-                        .with_num_partitions(topic.partitions.len() as i32)
-                        .with_replication_factor(rf)
-                        .with_configs(Some(topic_configs(state, &topic.configs)));
-                }
-                if version >= 7 {
-                    r = r.with_topic_id(to_uuid(topic.id));
-                }
-                results.push(r);
-            }
-            Err(e) => results.push(fail(e.code, e.message)),
+            assignment = by_index.into_values().collect();
         }
+        slots.push(Ok(specs.len()));
+        specs.push(TopicSpec {
+            name,
+            partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignment,
+            configs,
+        });
     }
-    // The new partitions' logs are opened by the caller (`handlers::after_reconcile`), off
-    // the connection's task.
-    (
-        CreateTopicsResponse::default().with_topics(results),
-        created_any,
-    )
+    let (results, offset) = if specs.is_empty() {
+        (Vec::new(), -1)
+    } else {
+        let count = specs.len();
+        let request = Request::CreateTopics {
+            topics: specs,
+            validate_only: req.validate_only,
+            origin,
+        };
+        match submit(&state, request).await {
+            (Ok(Reply::CreateTopics(r)), offset) => (r, offset),
+            (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
+            (Err(e), offset) => (vec![Err(e); count], offset),
+        }
+    };
+    let topics = req
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slot)| match slot {
+            Err(r) => r,
+            Ok(i) => match results.get(i).cloned() {
+                Some(Ok(created)) => {
+                    let mut r = CreatableTopicResult::default().with_name(t.name.clone());
+                    if version >= 5 {
+                        r = r
+                            .with_num_partitions(created.partitions)
+                            .with_replication_factor(created.replication_factor)
+                            .with_configs(Some(topic_configs(&state, &created.configs)));
+                    }
+                    if version >= 7 {
+                        r = r.with_topic_id(to_uuid(created.id));
+                    }
+                    r
+                }
+                Some(Err(e)) => fail(&t.name, e.code, e.message),
+                None => fail(&t.name, ErrorCode::UnknownServerError, "no answer".into()),
+            },
+        })
+        .collect();
+    (CreateTopicsResponse::default().with_topics(topics), offset)
 }
 
 fn topic_configs(
@@ -151,12 +188,11 @@ fn topic_configs(
         .collect()
 }
 
-pub fn delete_topics(
-    state: &Arc<BrokerState>,
+pub async fn delete_topics(
+    state: Arc<BrokerState>,
     req: DeleteTopicsRequest,
     version: i16,
-) -> DeleteTopicsResponse {
-    let image = state.image();
+) -> (DeleteTopicsResponse, i64) {
     // v6 names topics by name or id; earlier versions by name only.
     let targets: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
         req.topics
@@ -169,69 +205,103 @@ pub fn delete_topics(
             .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
             .collect()
     };
-    let mut responses = Vec::with_capacity(targets.len());
-    let mut deleted: Vec<String> = Vec::new();
-    for (name, id) in targets {
-        let name = name.or_else(|| image.topic_by_id(from_uuid(id)).map(|t| t.name.to_string()));
-        let mut r =
-            DeletableTopicResult::default().with_name(name.as_deref().map(super::topic_name));
-        if version >= 6 {
-            r = r.with_topic_id(id);
+    let refs: Vec<TopicRef> = targets
+        .iter()
+        .map(|(name, id)| match name {
+            Some(n) => TopicRef::Name(n.clone()),
+            None => TopicRef::Id(from_uuid(*id)),
+        })
+        .collect();
+    let (results, offset) = if !state.config.delete_topic_enable {
+        let e = ControllerError::new(
+            ErrorCode::TopicDeletionDisabled,
+            "Topic deletion is disabled.",
+        );
+        (vec![Err(e); refs.len()], -1)
+    } else if refs.is_empty() {
+        (Vec::new(), -1)
+    } else {
+        let count = refs.len();
+        match submit(&state, Request::DeleteTopics { topics: refs }).await {
+            (Ok(Reply::DeleteTopics(r)), offset) => (r, offset),
+            (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
+            (Err(e), offset) => (vec![Err(e); count], offset),
         }
-        let result = match &name {
-            None => Err((ErrorCode::UnknownTopicId, "Topic id not found.".to_string())),
-            Some(_) if !state.config.delete_topic_enable => Err((
-                ErrorCode::TopicDeletionDisabled,
-                "Topic deletion is disabled.".to_string(),
-            )),
-            Some(n) => state
-                .metadata
-                .delete_topic(n)
-                .map_err(|e| (e.code, e.message)),
-        };
-        match result {
-            Ok(topic) => {
-                deleted.push(topic.name.to_string());
-                if version >= 6 {
-                    r = r.with_topic_id(to_uuid(topic.id));
-                }
-                tracing::info!(topic = %topic.name, "deleted topic");
+    };
+    let responses = targets
+        .into_iter()
+        .zip(results)
+        .map(|((name, id), result)| {
+            let shown = name
+                .clone()
+                .or_else(|| result.as_ref().ok().map(|(n, _)| n.clone()));
+            let mut r =
+                DeletableTopicResult::default().with_name(shown.as_deref().map(super::topic_name));
+            if version >= 6 {
+                r = r.with_topic_id(id);
             }
-            Err((e, msg)) => {
-                r = r.with_error_code(code(e));
-                if version >= 5 {
-                    r = r.with_error_message(Some(str_bytes(msg)));
+            match result {
+                Ok((deleted, topic_id)) => {
+                    tracing::info!(topic = %deleted, "deleted topic");
+                    if version >= 6 {
+                        r = r.with_topic_id(to_uuid(topic_id));
+                    }
+                }
+                Err(e) => {
+                    r = r.with_error_code(code(e.code));
+                    if version >= 5 {
+                        r = r.with_error_message(Some(str_bytes(e.message)));
+                    }
                 }
             }
-        }
-        responses.push(r);
-    }
-    if !deleted.is_empty() {
-        state.reconcile_or_log();
-        let names: Vec<&str> = deleted.iter().map(String::as_str).collect();
-        state.groups.topics_deleted(state, &names);
-    }
-    DeleteTopicsResponse::default().with_responses(responses)
+            r
+        })
+        .collect();
+    (
+        DeleteTopicsResponse::default().with_responses(responses),
+        offset,
+    )
 }
 
-pub fn create_partitions(
-    state: &Arc<BrokerState>,
+pub async fn create_partitions(
+    state: Arc<BrokerState>,
     req: CreatePartitionsRequest,
-) -> (CreatePartitionsResponse, bool) {
-    let mut grew = false;
+) -> (CreatePartitionsResponse, i64) {
+    let topics: Vec<(String, i32, Vec<Vec<i32>>)> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let assignment = t
+                .assignments
+                .as_ref()
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (t.name.0.to_string(), t.count, assignment)
+        })
+        .collect();
+    let count = topics.len();
+    let request = Request::CreatePartitions {
+        topics,
+        validate_only: req.validate_only,
+        origin: Origin::Client,
+    };
+    let (results, offset) = match submit(&state, request).await {
+        (Ok(Reply::CreatePartitions(r)), offset) => (r, offset),
+        (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
+        (Err(e), offset) => (vec![Err(e); count], offset),
+    };
     let results = req
         .topics
         .into_iter()
-        .map(|t| {
-            let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            match state
-                .metadata
-                .create_partitions(&t.name.0, t.count, req.validate_only)
-            {
-                Ok(()) => {
-                    grew |= !req.validate_only;
-                    r
-                }
+        .zip(results)
+        .map(|(t, result)| {
+            let r = CreatePartitionsTopicResult::default().with_name(t.name);
+            match result {
+                Ok(()) => r,
                 Err(e) => r
                     .with_error_code(code(e.code))
                     .with_error_message(Some(str_bytes(e.message))),
@@ -240,7 +310,7 @@ pub fn create_partitions(
         .collect();
     (
         CreatePartitionsResponse::default().with_results(results),
-        grew,
+        offset,
     )
 }
 
@@ -303,8 +373,8 @@ fn disk_space(dir: &std::path::Path) -> Option<(i64, i64)> {
     Some((i64::try_from(total).ok()?, i64::try_from(usable).ok()?))
 }
 
-pub fn init_producer_id(
-    state: &Arc<BrokerState>,
+pub async fn init_producer_id(
+    state: Arc<BrokerState>,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let fail = |e: ErrorCode| {
@@ -319,10 +389,10 @@ pub fn init_producer_id(
     }
     // An idempotent producer (re)initialising always gets a fresh id with epoch 0, as Kafka
     // does without a transactional id; its old sequences can't collide with the new id.
-    match state.metadata.allocate_producer_id() {
+    match state.allocate_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
-        Err(e) => fail(e.code),
+        Err(e) => fail(e),
     }
 }

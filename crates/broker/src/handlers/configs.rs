@@ -3,6 +3,7 @@
 
 use super::{code, str_bytes};
 use crate::state::BrokerState;
+use controller::{ConfigChange, ConfigResource, Origin, Reply, Request};
 use model::config::{ConfigDef, ConfigType, BROKER_CONFIGS, TOPIC_CONFIGS};
 use model::group_config::{self, GROUP_CONFIGS};
 use model::{ConfigSource, ErrorCode, TopicConfig};
@@ -225,41 +226,88 @@ pub fn describe_configs(
 }
 
 /// Applies changes to one topic; returns the error for the response.
-fn alter_topic(
+/// Decides a batch of config changes on the controller: one result per change.
+async fn alter(
     state: &BrokerState,
-    name: &str,
-    changes: &BTreeMap<String, Option<String>>,
-    replace_all: bool,
+    changes: Vec<ConfigChange>,
     validate_only: bool,
-) -> Result<(), (ErrorCode, String)> {
-    state
-        .metadata
-        .alter_topic_configs(name, changes, replace_all, validate_only)
-        .map_err(|e| (e.code, e.message))?;
-    if !validate_only {
-        state.reconcile_or_log();
+) -> (Vec<Result<(), (ErrorCode, String)>>, i64) {
+    if changes.is_empty() {
+        return (Vec::new(), -1);
     }
-    Ok(())
+    let count = changes.len();
+    let answer = state
+        .controller
+        .submit(Request::AlterConfigs {
+            changes,
+            validate_only,
+            origin: Origin::Client,
+        })
+        .await;
+    let results = match answer.result {
+        Ok(Reply::AlterConfigs(r)) => r
+            .into_iter()
+            .map(|r| r.map_err(|e| (e.code, e.message)))
+            .collect(),
+        Ok(other) => vec![
+            Err((
+                ErrorCode::UnknownServerError,
+                format!("unexpected controller reply {other:?}")
+            ));
+            count
+        ],
+        Err(e) => vec![Err((e.code, e.message)); count],
+    };
+    (results, answer.offset)
 }
 
-/// Applies changes to one group's configs; returns the error for the response.
-fn alter_group(
+/// Resolves each resource's outcome: a local error, or the controller's result for its change.
+async fn decide(
     state: &BrokerState,
-    name: &str,
-    changes: &BTreeMap<String, Option<String>>,
-    replace_all: bool,
+    outcomes: Vec<Result<ConfigChange, (ErrorCode, String)>>,
     validate_only: bool,
-) -> Result<(), (ErrorCode, String)> {
-    if name.is_empty() {
-        return Err((
-            ErrorCode::InvalidRequest,
-            "Group name must not be empty".into(),
-        ));
-    }
-    state
-        .metadata
-        .alter_group_configs(name, changes, replace_all, validate_only)
-        .map_err(|e| (e.code, e.message))
+) -> (Vec<Result<(), (ErrorCode, String)>>, i64) {
+    let changes: Vec<ConfigChange> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok().cloned())
+        .collect();
+    let (mut results, offset) = alter(state, changes, validate_only).await;
+    results.reverse();
+    let merged = outcomes
+        .into_iter()
+        .map(|o| match o {
+            Ok(_) => results
+                .pop()
+                .unwrap_or(Err((ErrorCode::UnknownServerError, "no answer".into()))),
+            Err(e) => Err(e),
+        })
+        .collect();
+    (merged, offset)
+}
+
+/// The change a resource asks for, or why it cannot be made.
+fn change_for(
+    resource_type: i8,
+    name: &str,
+    changes: BTreeMap<String, Option<String>>,
+    replace_all: bool,
+) -> Result<ConfigChange, (ErrorCode, String)> {
+    let resource = match resource_type {
+        TOPIC => ConfigResource::Topic(name.to_string()),
+        GROUP if name.is_empty() => {
+            return Err((
+                ErrorCode::InvalidRequest,
+                "Group name must not be empty".into(),
+            ))
+        }
+        GROUP => ConfigResource::Group(name.to_string()),
+        other => return Err(not_alterable(other)),
+    };
+    Ok(ConfigChange {
+        resource,
+        changes,
+        replace_all,
+    })
 }
 
 fn not_alterable(resource_type: i8) -> (ErrorCode, String) {
@@ -276,21 +324,28 @@ fn not_alterable(resource_type: i8) -> (ErrorCode, String) {
     }
 }
 
-pub fn alter_configs(state: &Arc<BrokerState>, req: AlterConfigsRequest) -> AlterConfigsResponse {
-    let responses = req
+pub async fn alter_configs(
+    state: Arc<BrokerState>,
+    req: AlterConfigsRequest,
+) -> (AlterConfigsResponse, i64) {
+    let outcomes = req
         .resources
-        .into_iter()
+        .iter()
         .map(|res| {
             let changes = res
                 .configs
                 .iter()
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect();
-            let result = match res.resource_type {
-                TOPIC => alter_topic(state, &res.resource_name, &changes, true, req.validate_only),
-                GROUP => alter_group(state, &res.resource_name, &changes, true, req.validate_only),
-                other => Err(not_alterable(other)),
-            };
+            change_for(res.resource_type, &res.resource_name, changes, true)
+        })
+        .collect();
+    let (results, offset) = decide(&state, outcomes, req.validate_only).await;
+    let responses = req
+        .resources
+        .into_iter()
+        .zip(results)
+        .map(|(res, result)| {
             let r = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
@@ -302,7 +357,10 @@ pub fn alter_configs(state: &Arc<BrokerState>, req: AlterConfigsRequest) -> Alte
             }
         })
         .collect();
-    AlterConfigsResponse::default().with_responses(responses)
+    (
+        AlterConfigsResponse::default().with_responses(responses),
+        offset,
+    )
 }
 
 const SET: i8 = 0;
@@ -372,31 +430,30 @@ fn incremental_changes(
     Ok(changes)
 }
 
-pub fn incremental_alter_configs(
-    state: &Arc<BrokerState>,
+pub async fn incremental_alter_configs(
+    state: Arc<BrokerState>,
     req: IncrementalAlterConfigsRequest,
-) -> IncrementalAlterConfigsResponse {
+) -> (IncrementalAlterConfigsResponse, i64) {
     let image = state.image();
     let broker = &state.config.props;
-    let responses = req
+    let outcomes = req
         .resources
-        .into_iter()
+        .iter()
         .map(|res| {
             let name = res.resource_name.to_string();
-            let result = match res.resource_type {
+            let changes = match res.resource_type {
                 TOPIC => match image.topic(&name) {
                     Some(topic) => incremental_changes(
                         &res.configs,
                         |k| TopicConfig::lookup(k, broker, &topic.configs).map(|(v, _)| v),
                         |k| model::config::topic_config_def(k).map(|d| d.kind),
-                    )
-                    .and_then(|changes| {
-                        alter_topic(state, &name, &changes, false, req.validate_only)
-                    }),
-                    None => Err((
-                        ErrorCode::UnknownTopicOrPartition,
-                        format!("Topic '{name}' does not exist."),
-                    )),
+                    )?,
+                    None => {
+                        return Err((
+                            ErrorCode::UnknownTopicOrPartition,
+                            format!("Topic '{name}' does not exist."),
+                        ))
+                    }
                 },
                 GROUP => {
                     let empty = BTreeMap::new();
@@ -405,13 +462,19 @@ pub fn incremental_alter_configs(
                         &res.configs,
                         |k| group_config::lookup(k, broker, overrides).map(|(v, _)| v),
                         |k| group_config::group_config_def(k).map(|d| d.def.kind),
-                    )
-                    .and_then(|changes| {
-                        alter_group(state, &name, &changes, false, req.validate_only)
-                    })
+                    )?
                 }
-                other => Err(not_alterable(other)),
+                other => return Err(not_alterable(other)),
             };
+            change_for(res.resource_type, &name, changes, false)
+        })
+        .collect();
+    let (results, offset) = decide(&state, outcomes, req.validate_only).await;
+    let responses = req
+        .resources
+        .into_iter()
+        .zip(results)
+        .map(|(res, result)| {
             let r = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
@@ -423,5 +486,8 @@ pub fn incremental_alter_configs(
             }
         })
         .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+    (
+        IncrementalAlterConfigsResponse::default().with_responses(responses),
+        offset,
+    )
 }

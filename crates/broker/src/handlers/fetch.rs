@@ -128,8 +128,8 @@ fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
         let Some(name) = name else { return true };
         tp.partitions
             .iter()
-            .any(|pp| match state.replicas.get(&name, pp.index) {
-                Some(p) => {
+            .any(|pp| match state.leader_partition(&name, pp.index) {
+                Ok(p) => {
                     let end = if plan.read_committed {
                         p.last_stable_offset()
                     } else {
@@ -137,7 +137,7 @@ fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
                     };
                     end > pp.fetch_offset || p.log.log_start_offset() > pp.fetch_offset
                 }
-                None => true,
+                Err(_) => true,
             })
     })
 }
@@ -176,7 +176,7 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 .with_high_watermark(-1);
             let partition = match name.as_deref() {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => state.replicas.lookup(n, pp.index),
+                Some(n) => state.leader_partition(n, pp.index),
             };
             let partition = match partition {
                 Ok(p) => p,

@@ -1,8 +1,9 @@
-//! Metadata and DescribeCluster: brokers, topics, partitions and leaders from the image.
+//! Metadata and DescribeCluster: brokers, topics, partitions and leaders from the committed
+//! image, with each broker's endpoint on the listener the request came in on.
 
-use super::{code, from_uuid, str_bytes, to_uuid};
+use super::{code, from_uuid, str_bytes, to_uuid, Ctx, Reply};
 use crate::state::BrokerState;
-use metadata::TopicImage;
+use metadata::{MetadataImage, TopicImage};
 use model::acl::ResourceType;
 use model::ErrorCode;
 use protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -12,6 +13,7 @@ use protocol::messages::metadata_response::{
 use protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
 };
+use protocol::ResponseKind;
 use std::sync::Arc;
 
 fn topic_entry(state: &BrokerState, t: &TopicImage, version: i16) -> MetadataResponseTopic {
@@ -28,6 +30,11 @@ fn topic_entry(state: &BrokerState, t: &TopicImage, version: i16) -> MetadataRes
                 .unwrap_or(p.leader_epoch);
             let mut r = MetadataResponsePartition::default()
                 .with_partition_index(i as i32)
+                .with_error_code(if p.leader < 0 {
+                    code(ErrorCode::LeaderNotAvailable)
+                } else {
+                    0
+                })
                 .with_leader_id(BrokerId(p.leader))
                 .with_replica_nodes(p.replicas.iter().map(|&n| BrokerId(n)).collect())
                 .with_isr_nodes(p.isr.iter().map(|&n| BrokerId(n)).collect());
@@ -70,15 +77,54 @@ fn error_topic(
     t
 }
 
-pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) -> MetadataResponse {
-    let mut image = state.image();
+/// Answers Metadata; creating missing topics (when allowed) goes through the controller, so
+/// such a request is answered once they are created.
+pub fn metadata(state: &Arc<BrokerState>, ctx: Ctx, req: MetadataRequest) -> Reply {
+    let version = ctx.version;
+    let image = state.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
-    let requested = match req.topics {
+    let requested = match &req.topics {
         None => None,
         Some(t) if t.is_empty() && version == 0 => None,
-        Some(t) => Some(t),
+        Some(t) => Some(t.clone()),
     };
     let allow_auto_create = version < 4 || req.allow_auto_topic_creation;
+    let missing: Vec<String> = requested
+        .iter()
+        .flatten()
+        .filter(|rt| rt.topic_id.is_nil())
+        .filter_map(|rt| rt.name.as_ref().map(|n| n.0.to_string()))
+        .filter(|n| image.topic(n).is_none())
+        .filter(|n| model::ids::validate_topic_name(n).is_ok())
+        .filter(|n| !metadata::is_internal_topic(n))
+        .collect();
+    if missing.is_empty() || !allow_auto_create || !state.config.auto_create_topics_enable {
+        let resp = build(state, &ctx, &req, &image, requested, &Default::default());
+        return ctx.ready(ResponseKind::Metadata(resp));
+    }
+    let state = state.clone();
+    Reply::Later(Box::pin(async move {
+        let mut errors = std::collections::HashMap::new();
+        for name in missing {
+            if let Err(e) = state.auto_create(&name).await {
+                errors.insert(name, e.code);
+            }
+        }
+        let image = state.image();
+        let resp = build(&state, &ctx, &req, &image, requested, &errors);
+        ctx.encode(ResponseKind::Metadata(resp))
+    }))
+}
+
+fn build(
+    state: &BrokerState,
+    ctx: &Ctx,
+    req: &MetadataRequest,
+    image: &MetadataImage,
+    requested: Option<Vec<protocol::messages::metadata_request::MetadataRequestTopic>>,
+    create_errors: &std::collections::HashMap<String, ErrorCode>,
+) -> MetadataResponse {
+    let version = ctx.version;
     let mut topics = Vec::new();
     match requested {
         None => {
@@ -120,37 +166,25 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
                     ));
                     continue;
                 }
-                let internal = metadata::image::is_internal_topic(&name);
-                if allow_auto_create && state.config.auto_create_topics_enable && !internal {
-                    match state.auto_create(&name) {
-                        Ok(t) => {
-                            image = state.image();
-                            topics.push(topic_entry(state, &t, version));
-                        }
-                        Err(e) => {
-                            topics.push(error_topic(Some(&name), rt.topic_id, e.code, version))
-                        }
-                    }
-                } else {
-                    topics.push(error_topic(
-                        Some(&name),
-                        rt.topic_id,
-                        ErrorCode::UnknownTopicOrPartition,
-                        version,
-                    ));
-                }
+                let e = create_errors
+                    .get(&name)
+                    .copied()
+                    .unwrap_or(ErrorCode::UnknownTopicOrPartition);
+                topics.push(error_topic(Some(&name), rt.topic_id, e, version));
             }
         }
     }
     let brokers = image
-        .brokers
-        .values()
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.node_id))
-                .with_host(str_bytes(b.host.clone()))
-                .with_port(b.port)
-                .with_rack(b.rack.clone().map(str_bytes))
+        .live_brokers()
+        .filter_map(|b| {
+            let e = b.endpoint(&ctx.listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.node_id))
+                    .with_host(str_bytes(e.host.clone()))
+                    .with_port(e.port)
+                    .with_rack(b.rack.clone().map(str_bytes)),
+            )
         })
         .collect();
     if version >= 8 && req.include_topic_authorized_operations {
@@ -164,7 +198,7 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
     let mut resp = MetadataResponse::default()
         .with_brokers(brokers)
         .with_topics(topics)
-        .with_controller_id(BrokerId(state.node_id));
+        .with_controller_id(BrokerId(controller_for_clients(state, image)));
     // v8-v10 only: later versions moved the cluster's operations to DescribeCluster.
     if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
         resp = resp
@@ -176,32 +210,49 @@ pub fn metadata(state: &Arc<BrokerState>, req: MetadataRequest, version: i16) ->
     resp
 }
 
+/// The controller id clients see: the active controller when it is also a broker (clients
+/// send admin requests there), else a live broker (any broker forwards to the controller),
+/// as Kafka's KRaft brokers report a random alive broker.
+fn controller_for_clients(state: &BrokerState, image: &MetadataImage) -> i32 {
+    let active = state.controller_id();
+    if image.live_brokers().any(|b| b.node_id == active) {
+        return active;
+    }
+    if image.live_brokers().any(|b| b.node_id == state.node_id) {
+        return state.node_id;
+    }
+    image.live_brokers().next().map_or(-1, |b| b.node_id)
+}
+
 pub fn describe_cluster(
     state: &Arc<BrokerState>,
+    ctx: &Ctx,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
     let image = state.image();
-    // Endpoint type 1 = brokers, 2 = controllers; a combined node answers both the same.
+    // Endpoint type 1 = brokers, 2 = controllers (answered with brokers on a broker listener).
     if version >= 1 && req.endpoint_type != 1 && req.endpoint_type != 2 {
         return DescribeClusterResponse::default()
             .with_error_code(code(ErrorCode::UnsupportedEndpointType))
             .with_endpoint_type(req.endpoint_type);
     }
     let brokers = image
-        .brokers
-        .values()
-        .map(|b| {
-            DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(b.node_id))
-                .with_host(str_bytes(b.host.clone()))
-                .with_port(b.port)
-                .with_rack(b.rack.clone().map(str_bytes))
+        .live_brokers()
+        .filter_map(|b| {
+            let e = b.endpoint(&ctx.listener)?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.node_id))
+                    .with_host(str_bytes(e.host.clone()))
+                    .with_port(e.port)
+                    .with_rack(b.rack.clone().map(str_bytes)),
+            )
         })
         .collect();
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(image.cluster_id.clone()))
-        .with_controller_id(BrokerId(state.node_id))
+        .with_controller_id(BrokerId(controller_for_clients(state, &image)))
         .with_brokers(brokers);
     if version >= 1 {
         resp = resp.with_endpoint_type(req.endpoint_type);

@@ -1,8 +1,8 @@
 //! Request dispatch: one module per API. A handler returns its response at once, or a
 //! future for the part that waits (acks=all durability, Fetch long-poll).
 
-mod admin;
-mod configs;
+pub(crate) mod admin;
+pub(crate) mod configs;
 mod fetch;
 mod metadata;
 mod offsets;
@@ -33,12 +33,14 @@ pub enum Reply {
     None,
 }
 
-/// The version, correlation id and API of the request being answered.
-#[derive(Clone, Copy, Debug)]
+/// The version, correlation id and API of the request being answered, and the listener it
+/// came in on (Metadata and FindCoordinator answer with endpoints of that listener).
+#[derive(Clone, Debug)]
 pub struct Ctx {
     pub api: ApiKey,
     pub version: i16,
     pub correlation_id: i32,
+    pub listener: Arc<str>,
 }
 
 impl Ctx {
@@ -62,20 +64,69 @@ impl Ctx {
     }
 }
 
+/// Runs a request that changes metadata on the active controller: here when this node is it
+/// (the handler decides it and returns the offset its change committed at), else forwarded to
+/// it in an Envelope. Either way the answer waits until this broker applied the change.
+fn via_controller<R, F, Fut>(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    client: (String, String),
+    req: R,
+    local: F,
+) -> Reply
+where
+    R: protocol::Encode + Send + Sync + 'static,
+    F: FnOnce(Arc<BrokerState>, R) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = (ResponseKind, i64)> + Send + 'static,
+{
+    let state = state.clone();
+    Reply::Later(Box::pin(async move {
+        if !state.is_active_controller() {
+            let (client_id, client_host) = &client;
+            let forwarded = state
+                .controller
+                .forward(
+                    ctx.api as i16,
+                    ctx.version,
+                    ctx.correlation_id,
+                    client_id,
+                    &req,
+                    client_host,
+                )
+                .await;
+            if let Some((frame, offset)) = forwarded {
+                state.wait_applied(offset).await;
+                return Some(frame);
+            }
+        }
+        // The active controller (or, with none reachable, NOT_CONTROLLER for each item).
+        let (resp, offset) = local(state.clone(), req).await;
+        state.wait_applied(offset).await;
+        ctx.encode(resp)
+    }))
+}
+
 /// Routes a decoded request to its handler.
-pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Reply {
+pub fn dispatch(
+    state: &Arc<BrokerState>,
+    req: Request,
+    client_host: &str,
+    listener: &Arc<str>,
+) -> Reply {
     let ctx = Ctx {
         api: req.api_key,
         version: req.version(),
         correlation_id: req.correlation_id(),
+        listener: listener.clone(),
     };
     let v = ctx.version;
-    let client_id = req
+    let client_id: String = req
         .header
         .client_id
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
+    let client = (client_id.clone(), client_host.to_string());
     match req.body {
         body @ (RequestKind::FindCoordinator(_)
         | RequestKind::JoinGroup(_)
@@ -98,9 +149,7 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
             protocol::versions::api_versions_response(0),
         )),
-        RequestKind::Metadata(r) => {
-            ctx.ready(ResponseKind::Metadata(metadata::metadata(state, r, v)))
-        }
+        RequestKind::Metadata(r) => metadata::metadata(state, ctx, r),
         RequestKind::Produce(r) => produce::produce(state, ctx, r),
         RequestKind::Fetch(r) => fetch::fetch(state, ctx, r),
         RequestKind::ListOffsets(r) => ctx.ready(ResponseKind::ListOffsets(offsets::list_offsets(
@@ -110,32 +159,82 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
             offsets::delete_records(state, r),
         )),
         RequestKind::CreateTopics(r) => {
-            let (resp, changed) = admin::create_topics(state, r, v);
-            after_reconcile(state, ctx, changed, ResponseKind::CreateTopics(resp))
+            via_controller(state, ctx, client, r, move |s, r| async move {
+                let (resp, offset) =
+                    admin::create_topics(s, r, v, controller::Origin::Client).await;
+                (ResponseKind::CreateTopics(resp), offset)
+            })
         }
-        RequestKind::DeleteTopics(r) => ctx.ready(ResponseKind::DeleteTopics(
-            admin::delete_topics(state, r, v),
-        )),
+        RequestKind::DeleteTopics(r) => {
+            via_controller(state, ctx, client, r, move |s, r| async move {
+                let (resp, offset) = admin::delete_topics(s, r, v).await;
+                (ResponseKind::DeleteTopics(resp), offset)
+            })
+        }
         RequestKind::CreatePartitions(r) => {
-            let (resp, changed) = admin::create_partitions(state, r);
-            after_reconcile(state, ctx, changed, ResponseKind::CreatePartitions(resp))
+            via_controller(state, ctx, client, r, |s, r| async move {
+                let (resp, offset) = admin::create_partitions(s, r).await;
+                (ResponseKind::CreatePartitions(resp), offset)
+            })
+        }
+        RequestKind::DescribeQuorum(r) => {
+            let s = state.clone();
+            Reply::Later(Box::pin(async move {
+                let is_leader = s
+                    .quorum
+                    .as_ref()
+                    .is_some_and(|q| q.leadership().borrow().leader_id == Some(q.node_id()));
+                if !is_leader {
+                    if let Some(frame) = s
+                        .controller
+                        .relay(ctx.api as i16, ctx.version, ctx.correlation_id, &r)
+                        .await
+                    {
+                        return Some(frame);
+                    }
+                }
+                let resp = crate::controller_api::describe_quorum(&s, ctx.version).await;
+                ctx.encode(ResponseKind::DescribeQuorum(resp))
+            }))
         }
         RequestKind::DescribeCluster(r) => ctx.ready(ResponseKind::DescribeCluster(
-            metadata::describe_cluster(state, r, v),
+            metadata::describe_cluster(state, &ctx, r, v),
         )),
         RequestKind::DescribeLogDirs(r) => ctx.ready(ResponseKind::DescribeLogDirs(
             admin::describe_log_dirs(state, r, v),
         )),
-        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => state.txns.handle(
-            state,
-            ctx,
-            &client_id,
-            client_host,
-            RequestKind::InitProducerId(r),
-        ),
-        RequestKind::InitProducerId(r) => ctx.ready(ResponseKind::InitProducerId(
-            admin::init_producer_id(state, r),
-        )),
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+            // The coordinator hands out ids synchronously: make sure a block is here first
+            // (Kafka answers COORDINATOR_LOAD_IN_PROGRESS meanwhile; waiting is kinder).
+            let s = state.clone();
+            let client_id = client_id.to_string();
+            let client_host = client_host.to_string();
+            Reply::Later(Box::pin(async move {
+                s.wait_producer_ids().await;
+                let reply = s.txns.handle(
+                    &s,
+                    ctx,
+                    &client_id,
+                    &client_host,
+                    RequestKind::InitProducerId(r),
+                );
+                match reply {
+                    Reply::Ready(b) => Some(b),
+                    Reply::Later(f) => f.await,
+                    Reply::Chunks(c) => Some(c.concat().into()),
+                    Reply::LaterChunks(f) => f.await.map(|c| c.concat().into()),
+                    Reply::None => None,
+                }
+            }))
+        }
+        RequestKind::InitProducerId(r) => {
+            let s = state.clone();
+            Reply::Later(Box::pin(async move {
+                ctx.encode(ResponseKind::InitProducerId(
+                    admin::init_producer_id(s, r).await,
+                ))
+            }))
+        }
         body @ (RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
         | RequestKind::EndTxn(_)
@@ -150,12 +249,16 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
         RequestKind::DescribeConfigs(r) => ctx.ready(ResponseKind::DescribeConfigs(
             configs::describe_configs(state, r, v),
         )),
-        RequestKind::AlterConfigs(r) => {
-            ctx.ready(ResponseKind::AlterConfigs(configs::alter_configs(state, r)))
+        RequestKind::AlterConfigs(r) => via_controller(state, ctx, client, r, |s, r| async move {
+            let (resp, offset) = configs::alter_configs(s, r).await;
+            (ResponseKind::AlterConfigs(resp), offset)
+        }),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            via_controller(state, ctx, client, r, |s, r| async move {
+                let (resp, offset) = configs::incremental_alter_configs(s, r).await;
+                (ResponseKind::IncrementalAlterConfigs(resp), offset)
+            })
         }
-        RequestKind::IncrementalAlterConfigs(r) => ctx.ready(
-            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(state, r)),
-        ),
         other => {
             // The version table only admits APIs listed above; reaching this is a bug in
             // that table. Closing is what Kafka does for a request it can't parse.
@@ -163,22 +266,6 @@ pub fn dispatch(state: &Arc<BrokerState>, req: Request, client_host: &str) -> Re
             Reply::Later(Box::pin(async { None }))
         }
     }
-}
-
-/// Answers with `body` once the hosted partitions follow a metadata change, when `changed`.
-/// Opening thousands of logs takes seconds: it runs on the blocking pool, so the connection's
-/// task and the runtime's workers go on serving everyone else meanwhile.
-fn after_reconcile(state: &Arc<BrokerState>, ctx: Ctx, changed: bool, body: ResponseKind) -> Reply {
-    if !changed {
-        return ctx.ready(body);
-    }
-    let state = state.clone();
-    Reply::Later(Box::pin(async move {
-        if let Err(e) = tokio::task::spawn_blocking(move || state.reconcile_or_log()).await {
-            tracing::error!(error = %e, "applying a metadata change to local partitions panicked");
-        }
-        ctx.encode(body)
-    }))
 }
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {

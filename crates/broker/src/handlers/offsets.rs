@@ -38,7 +38,7 @@ pub fn list_offsets(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let partition = match state.replicas.lookup(&t.name.0, p.partition_index) {
+                    let partition = match state.leader_partition(&t.name.0, p.partition_index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),
                     };
@@ -92,7 +92,7 @@ pub fn delete_records(
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let partition = match state.replicas.lookup(&t.name.0, p.partition_index) {
+                    let partition = match state.leader_partition(&t.name.0, p.partition_index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),
                     };

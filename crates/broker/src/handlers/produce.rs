@@ -52,11 +52,11 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::UnknownTopicId));
                 continue;
             };
-            if metadata::image::is_internal_topic(name) {
+            if metadata::is_internal_topic(name) {
                 partitions.push(err(r, ErrorCode::InvalidTopicException));
                 continue;
             }
-            let partition = match state.replicas.lookup(name, pd.index) {
+            let partition = match state.leader_partition(name, pd.index) {
                 Ok(p) => p,
                 Err(e) => {
                     partitions.push(err(r, e));

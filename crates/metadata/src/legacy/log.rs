@@ -9,7 +9,7 @@
 //!   no record can ever land after a partial frame and nothing acknowledged depends on the
 //!   failed write.
 
-use crate::record::MetadataRecord;
+use crate::legacy::record::MetadataRecord;
 use crate::MetadataError;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

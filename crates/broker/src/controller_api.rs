@@ -1,0 +1,498 @@
+//! What a CONTROLLER listener serves: Kafka's controller APIs (BrokerRegistration,
+//! BrokerHeartbeat, AllocateProducerIds, DescribeQuorum, DescribeCluster, the administration
+//! requests brokers send on their own behalf, and Envelope, KIP-590's wrapper for client
+//! requests a broker forwards), plus the two private APIs of the quorum (`quorum::wire`:
+//! RaftMessages between voters, MetadataFetch for observers).
+//!
+//! Also the conversions between these Kafka messages and the controller's own requests and
+//! replies, used in both directions (here, and by brokers calling a remote controller).
+
+use crate::handlers::{self, admin, configs, Ctx, Reply};
+use crate::state::BrokerState;
+use bytes::{Bytes, BytesMut};
+use controller::{
+    ControllerError, HeartbeatReply, Origin, RegisterBroker, Reply as CReply, Request,
+};
+use model::cluster::SecurityProtocol;
+use model::ErrorCode;
+use protocol::messages::*;
+use protocol::{Encode, RequestKind, ResponseKind, StrBytes};
+use quorum::wire::{self, MetadataFetch, RaftMessages};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// The incarnation id a broker sends as a UUID, as the controller stores it.
+pub fn incarnation_to_string(id: uuid::Uuid) -> String {
+    id.simple().to_string()
+}
+
+/// BrokerRegistration -> the controller's request.
+pub fn registration_request(r: &BrokerRegistrationRequest) -> RegisterBroker {
+    RegisterBroker {
+        node_id: r.broker_id.0,
+        cluster_id: r.cluster_id.to_string(),
+        incarnation_id: incarnation_to_string(r.incarnation_id),
+        endpoints: r
+            .listeners
+            .iter()
+            .map(|l| metadata::Endpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: i32::from(l.port),
+                security_protocol: SecurityProtocol::from_id(l.security_protocol)
+                    .map_or("PLAINTEXT", SecurityProtocol::name)
+                    .to_string(),
+            })
+            .collect(),
+        rack: r.rack.as_ref().map(|r| r.to_string()),
+        previous_broker_epoch: r.previous_broker_epoch,
+    }
+}
+
+/// The controller's request -> BrokerRegistration.
+pub fn registration_message(r: &RegisterBroker) -> BrokerRegistrationRequest {
+    let incarnation = uuid::Uuid::parse_str(&r.incarnation_id).unwrap_or_default();
+    BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(r.node_id))
+        .with_cluster_id(sb(r.cluster_id.clone()))
+        .with_incarnation_id(incarnation)
+        .with_listeners(
+            r.endpoints
+                .iter()
+                .map(|e| {
+                    broker_registration_request::Listener::default()
+                        .with_name(sb(e.name.clone()))
+                        .with_host(sb(e.host.clone()))
+                        .with_port(u16::try_from(e.port).unwrap_or(0))
+                        .with_security_protocol(
+                            SecurityProtocol::parse(&e.security_protocol)
+                                .map_or(0, SecurityProtocol::id),
+                        )
+                })
+                .collect(),
+        )
+        .with_rack(r.rack.clone().map(sb))
+        .with_previous_broker_epoch(r.previous_broker_epoch)
+}
+
+fn error_of(r: &Result<impl Sized, ControllerError>) -> i16 {
+    r.as_ref().err().map_or(0, |e| e.code.code())
+}
+
+fn not_controller(e: &Result<CReply, ControllerError>) -> ControllerError {
+    match e {
+        Err(e) => e.clone(),
+        Ok(other) => ControllerError::new(
+            ErrorCode::UnknownServerError,
+            format!("unexpected controller reply {other:?}"),
+        ),
+    }
+}
+
+/// Decides one of the controller's own Kafka APIs on the local quorum member.
+async fn submit(state: &BrokerState, request: Request) -> Result<CReply, ControllerError> {
+    match &state.quorum {
+        Some(q) => q.submit(request).await.result,
+        None => Err(ControllerError::not_controller()),
+    }
+}
+
+async fn broker_registration(
+    state: Arc<BrokerState>,
+    req: BrokerRegistrationRequest,
+) -> ResponseKind {
+    let result = match submit(&state, Request::RegisterBroker(registration_request(&req))).await {
+        Ok(CReply::RegisterBroker(r)) => r,
+        other => Err(not_controller(&other)),
+    };
+    ResponseKind::BrokerRegistration(
+        BrokerRegistrationResponse::default()
+            .with_error_code(error_of(&result))
+            .with_broker_epoch(*result.as_ref().unwrap_or(&-1)),
+    )
+}
+
+async fn broker_heartbeat(state: Arc<BrokerState>, req: BrokerHeartbeatRequest) -> ResponseKind {
+    let request = Request::BrokerHeartbeat {
+        node_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+        current_metadata_offset: req.current_metadata_offset,
+        want_fence: req.want_fence,
+        want_shutdown: req.want_shut_down,
+    };
+    let result = match submit(&state, request).await {
+        Ok(CReply::BrokerHeartbeat(r)) => r,
+        other => Err(not_controller(&other)),
+    };
+    let reply = result.as_ref().copied().unwrap_or(HeartbeatReply {
+        is_caught_up: false,
+        is_fenced: true,
+        should_shut_down: false,
+    });
+    ResponseKind::BrokerHeartbeat(
+        BrokerHeartbeatResponse::default()
+            .with_error_code(error_of(&result))
+            .with_is_caught_up(reply.is_caught_up)
+            .with_is_fenced(reply.is_fenced)
+            .with_should_shut_down(reply.should_shut_down),
+    )
+}
+
+async fn allocate_producer_ids(
+    state: Arc<BrokerState>,
+    req: AllocateProducerIdsRequest,
+) -> ResponseKind {
+    let request = Request::AllocateProducerIds {
+        broker_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+    };
+    let result = match submit(&state, request).await {
+        Ok(CReply::AllocateProducerIds(r)) => r,
+        other => Err(not_controller(&other)),
+    };
+    let (start, len) = result.as_ref().copied().unwrap_or((-1, 0));
+    ResponseKind::AllocateProducerIds(
+        AllocateProducerIdsResponse::default()
+            .with_error_code(error_of(&result))
+            .with_producer_id_start(ProducerId(start))
+            .with_producer_id_len(len as i32),
+    )
+}
+
+/// DescribeQuorum from this node's view (answered by the leader; others say who leads).
+pub async fn describe_quorum(state: &BrokerState, version: i16) -> DescribeQuorumResponse {
+    use describe_quorum_response::{Listener, Node, PartitionData, ReplicaState, TopicData};
+    let Some(q) = &state.quorum else {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ErrorCode::NotLeaderOrFollower.code());
+    };
+    let Some((status, observers)) = q.status().await else {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ErrorCode::NotLeaderOrFollower.code());
+    };
+    let now = state.clock.now_ms();
+    let replica = |id: i64, log_end: i64| {
+        let mut r = ReplicaState::default()
+            .with_replica_id(BrokerId(id as i32))
+            .with_log_end_offset(log_end);
+        if version >= 1 {
+            r = r
+                .with_last_fetch_timestamp(now)
+                .with_last_caught_up_timestamp(now);
+        }
+        r
+    };
+    let mut partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(status.leader_id as i32))
+        .with_leader_epoch(status.term as i32)
+        .with_high_watermark(status.commit_index as i64);
+    if status.is_leader {
+        partition = partition
+            .with_current_voters(
+                status
+                    .voters
+                    .iter()
+                    .map(|v| replica(v.id as i64, v.log_end))
+                    .collect(),
+            )
+            .with_observers(
+                observers
+                    .iter()
+                    .map(|o| replica(i64::from(o.id), o.log_end))
+                    .collect(),
+            );
+    } else {
+        partition = partition.with_error_code(ErrorCode::NotLeaderOrFollower.code());
+    }
+    let mut resp = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+        .with_topic_name(handlers::topic_name("__cluster_metadata"))
+        .with_partitions(vec![partition])]);
+    if version >= 2 {
+        let name = state
+            .config
+            .controller_listener_names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "CONTROLLER".into());
+        resp = resp.with_nodes(
+            state
+                .config
+                .voters
+                .iter()
+                .map(|v| {
+                    Node::default()
+                        .with_node_id(BrokerId(v.id))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(sb(name.clone()))
+                            .with_host(sb(v.host.clone()))
+                            .with_port(v.port)])
+                })
+                .collect(),
+        );
+    }
+    resp
+}
+
+fn describe_cluster_controllers(
+    state: &BrokerState,
+    req: &DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    use describe_cluster_response::DescribeClusterBroker;
+    let image = state.image();
+    let brokers = if version >= 1 && req.endpoint_type == 2 {
+        state
+            .config
+            .voters
+            .iter()
+            .map(|v| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(v.id))
+                    .with_host(sb(v.host.clone()))
+                    .with_port(i32::from(v.port))
+            })
+            .collect()
+    } else {
+        image
+            .live_brokers()
+            .filter_map(|b| {
+                let e = b
+                    .endpoint(&state.config.inter_broker_listener_name)
+                    .or_else(|| b.endpoints.first())?;
+                Some(
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.node_id))
+                        .with_host(sb(e.host.clone()))
+                        .with_port(e.port)
+                        .with_rack(b.rack.clone().map(sb)),
+                )
+            })
+            .collect()
+    };
+    let mut resp = DescribeClusterResponse::default()
+        .with_cluster_id(sb(image.cluster_id.clone()))
+        .with_controller_id(BrokerId(state.controller_id()))
+        .with_brokers(brokers);
+    if version >= 1 {
+        resp = resp.with_endpoint_type(req.endpoint_type);
+    }
+    resp
+}
+
+/// Runs an administration request here (this node's controller decides it).
+async fn admin(
+    state: Arc<BrokerState>,
+    body: RequestKind,
+    version: i16,
+    origin: Origin,
+) -> Option<ResponseKind> {
+    Some(match body {
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(state, r, version, origin).await.0)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(state, r, version).await.0)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(state, r).await.0)
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(configs::alter_configs(state, r).await.0)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            configs::incremental_alter_configs(state, r).await.0,
+        ),
+        _ => return None,
+    })
+}
+
+/// Unwraps a forwarded client request, decides it, and wraps its response (KIP-590).
+async fn envelope(state: Arc<BrokerState>, req: EnvelopeRequest) -> ResponseKind {
+    let fail = |e: ErrorCode| {
+        ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(e.code()))
+    };
+    let inner = match protocol::decode_request(req.request_data.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = %e, "undecodable forwarded request");
+            return fail(ErrorCode::InvalidRequest);
+        }
+    };
+    let (api, version, correlation_id) = (inner.api_key, inner.version(), inner.correlation_id());
+    let Some(resp) = admin(state, inner.body, version, Origin::Client).await else {
+        return fail(ErrorCode::InvalidRequest);
+    };
+    match protocol::encode_response(api, version, correlation_id, &resp) {
+        // Without the size prefix: the broker frames it for its client.
+        Ok(frame) => ResponseKind::Envelope(
+            EnvelopeResponse::default().with_response_data(Some(frame.slice(4..))),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "encoding a forwarded response failed");
+            fail(ErrorCode::UnknownServerError)
+        }
+    }
+}
+
+/// Routes a decoded request on a CONTROLLER listener.
+pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc<str>) -> Reply {
+    let ctx = Ctx {
+        api: req.api_key,
+        version: req.version(),
+        correlation_id: req.correlation_id(),
+        listener: listener.clone(),
+    };
+    let v = ctx.version;
+    let state = state.clone();
+    match req.body {
+        RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
+            protocol::versions::api_versions_response_for(
+                protocol::versions::CONTROLLER_SUPPORTED,
+                0,
+            ),
+        )),
+        RequestKind::DescribeCluster(r) => ctx.ready(ResponseKind::DescribeCluster(
+            describe_cluster_controllers(&state, &r, v),
+        )),
+        body @ (RequestKind::CreateTopics(_)
+        | RequestKind::DeleteTopics(_)
+        | RequestKind::CreatePartitions(_)
+        | RequestKind::AlterConfigs(_)
+        | RequestKind::IncrementalAlterConfigs(_)) => Reply::Later(Box::pin(async move {
+            // Sent here directly: a broker on its own behalf (internal topics, auto-creation).
+            let resp = admin(state, body, v, Origin::Broker).await?;
+            ctx.encode(resp)
+        })),
+        RequestKind::Envelope(r) => Reply::Later(Box::pin(async move {
+            let resp = envelope(state, r).await;
+            ctx.encode(resp)
+        })),
+        RequestKind::BrokerRegistration(r) => Reply::Later(Box::pin(async move {
+            ctx.encode(broker_registration(state, r).await)
+        })),
+        RequestKind::BrokerHeartbeat(r) => Reply::Later(Box::pin(async move {
+            ctx.encode(broker_heartbeat(state, r).await)
+        })),
+        RequestKind::AllocateProducerIds(r) => Reply::Later(Box::pin(async move {
+            ctx.encode(allocate_producer_ids(state, r).await)
+        })),
+        RequestKind::DescribeQuorum(_) => Reply::Later(Box::pin(async move {
+            ctx.encode(ResponseKind::DescribeQuorum(
+                describe_quorum(&state, v).await,
+            ))
+        })),
+        other => {
+            tracing::error!(api = ?ctx.api, "controller request without a handler: {other:?}");
+            Reply::Later(Box::pin(async { None }))
+        }
+    }
+}
+
+/// Whether a frame is one of the private quorum APIs.
+pub fn is_private(api_key: i16) -> bool {
+    api_key == wire::RAFT_MESSAGES_API || api_key == wire::METADATA_FETCH_API
+}
+
+/// Cluster ids agree when either side does not know one yet.
+fn same_cluster(state: &BrokerState, theirs: &str) -> bool {
+    let ours = state.image().cluster_id.clone();
+    ours.is_empty() || theirs.is_empty() || ours == theirs
+}
+
+fn private_frame(correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(body.len() + 8);
+    out.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(body);
+    out.freeze()
+}
+
+/// Serves a private-API frame; `None` closes the connection (malformed).
+pub fn private(state: &Arc<BrokerState>, mut frame: Bytes) -> Option<Reply> {
+    let header = match <protocol::RequestHeader as protocol::Decode>::decode(&mut frame, 1) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!(error = %e, "malformed private request header");
+            return None;
+        }
+    };
+    let correlation_id = header.correlation_id;
+    if header.request_api_version != wire::WIRE_VERSION {
+        return None;
+    }
+    let quorum = state.quorum.clone();
+    match header.request_api_key {
+        wire::RAFT_MESSAGES_API => {
+            let msgs = match RaftMessages::decode(frame) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!(error = %e, "malformed RaftMessages");
+                    return None;
+                }
+            };
+            let code = match &quorum {
+                _ if !same_cluster(state, &msgs.cluster_id) => ErrorCode::InconsistentClusterId,
+                None => ErrorCode::NotController,
+                Some(q) => {
+                    for m in msgs.messages {
+                        if m.to == q.node_id() {
+                            q.step(m);
+                        }
+                    }
+                    ErrorCode::None
+                }
+            };
+            Some(Reply::Ready(private_frame(
+                correlation_id,
+                &wire::encode_error(code.code()),
+            )))
+        }
+        wire::METADATA_FETCH_API => {
+            let fetch = match MetadataFetch::decode(frame) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::debug!(error = %e, "malformed MetadataFetch");
+                    return None;
+                }
+            };
+            let consistent = same_cluster(state, &fetch.cluster_id);
+            Some(Reply::Later(Box::pin(async move {
+                let empty = quorum::CommittedRead::default();
+                let (code, read) = match &quorum {
+                    _ if !consistent => (ErrorCode::InconsistentClusterId, empty),
+                    None => (ErrorCode::NotController, empty),
+                    Some(q) => {
+                        let wait = Duration::from_millis(u64::from(fetch.max_wait_ms.min(5000)));
+                        match q
+                            .read_committed(
+                                fetch.from,
+                                u64::from(fetch.max_bytes),
+                                wait,
+                                Some(fetch.node_id),
+                            )
+                            .await
+                        {
+                            Some(r) => (ErrorCode::None, r),
+                            None => (ErrorCode::NotController, empty),
+                        }
+                    }
+                };
+                let body = wire::encode_fetch_response(code.code(), &read);
+                Some(private_frame(correlation_id, &body))
+            })))
+        }
+        _ => None,
+    }
+}
+
+/// Encodes a request body at `version` (for forwarding).
+pub fn encode_body(body: &impl Encode, version: i16) -> Option<Bytes> {
+    let mut out = BytesMut::new();
+    body.encode(&mut out, version).ok()?;
+    Some(out.freeze())
+}

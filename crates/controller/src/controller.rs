@@ -1,0 +1,1229 @@
+//! The controller state machine: requests in, records and replies out (see the crate docs).
+
+use crate::placement::{self, Candidate, Load};
+use crate::policy;
+use crate::ControllerError;
+use metadata::image::format_id;
+use metadata::{
+    BrokerRegistration, Endpoint, MetadataDelta, MetadataImage, MetadataRecord,
+    PartitionRegistration, TopicImage,
+};
+use model::{ErrorCode, NodeId, TopicConfig, TopicId};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+/// What the controller is configured with.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// This node's id (for logs).
+    pub node_id: NodeId,
+    /// The configured `cluster.id`; the first active controller writes it (or a generated one).
+    pub cluster_id: Option<String>,
+    /// `num.partitions`: partitions of a topic created without a count.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `broker.session.timeout.ms`: a broker without a heartbeat for this long is fenced.
+    pub broker_session_timeout_ms: i64,
+    /// Broker-level config keys, to validate topic overrides and resolve topic defaults
+    /// (`unclean.leader.election.enable`).
+    pub broker_props: BTreeMap<String, String>,
+    /// Producer ids handed to a broker per AllocateProducerIds.
+    pub producer_id_block_size: i64,
+    /// `max.broker.partitions` (KIP-578): partitions a broker may host.
+    pub max_broker_partitions: i64,
+    /// Why `max_broker_partitions` is lower than configured (the open-file limit), named in
+    /// the refusal.
+    pub max_broker_partitions_note: Option<String>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            node_id: 1,
+            cluster_id: None,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            broker_session_timeout_ms: 9000,
+            broker_props: BTreeMap::new(),
+            producer_id_block_size: 1000,
+            max_broker_partitions: i64::from(i32::MAX),
+            max_broker_partitions_note: None,
+        }
+    }
+}
+
+/// Who asked: clients, or a broker on its own behalf (internal topics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    Broker,
+}
+
+/// A topic named by name or by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicRef {
+    Name(String),
+    Id(TopicId),
+}
+
+/// A topic to create. `partitions` / `replication_factor` of -1 mean the defaults; a non-empty
+/// `assignment` lists the replicas of each partition instead.
+#[derive(Clone, Debug, Default)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub assignment: Vec<Vec<NodeId>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A created (or, with validate_only, validated) topic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreatedTopic {
+    pub id: TopicId,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// What a config change applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigResource {
+    Topic(String),
+    /// A group's overrides (config resource type GROUP); the group need not exist.
+    Group(String),
+}
+
+/// Config changes of one resource: keys to a new value or `None` to remove the override; with
+/// `replace_all`, overrides not named are removed (legacy AlterConfigs).
+#[derive(Clone, Debug)]
+pub struct ConfigChange {
+    pub resource: ConfigResource,
+    pub changes: BTreeMap<String, Option<String>>,
+    pub replace_all: bool,
+}
+
+/// A broker's registration request (Kafka's BrokerRegistration).
+#[derive(Clone, Debug)]
+pub struct RegisterBroker {
+    pub node_id: NodeId,
+    pub cluster_id: String,
+    pub incarnation_id: String,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+    /// The epoch of this broker's previous registration, if it shut down cleanly (-1 if not):
+    /// lets a restart re-register at once instead of waiting out the old session.
+    pub previous_broker_epoch: i64,
+}
+
+/// The controller's answer to a heartbeat (Kafka's BrokerHeartbeatResponse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatReply {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub should_shut_down: bool,
+}
+
+/// A request to the controller.
+#[derive(Clone, Debug)]
+pub enum Request {
+    CreateTopics {
+        topics: Vec<TopicSpec>,
+        validate_only: bool,
+        origin: Origin,
+    },
+    DeleteTopics {
+        topics: Vec<TopicRef>,
+    },
+    /// (topic, new total count, replicas of each new partition or empty to place them)
+    CreatePartitions {
+        topics: Vec<(String, i32, Vec<Vec<NodeId>>)>,
+        validate_only: bool,
+        origin: Origin,
+    },
+    AlterConfigs {
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+        origin: Origin,
+    },
+    RegisterBroker(RegisterBroker),
+    BrokerHeartbeat {
+        node_id: NodeId,
+        broker_epoch: i64,
+        current_metadata_offset: i64,
+        want_fence: bool,
+        want_shutdown: bool,
+    },
+    AllocateProducerIds {
+        broker_id: NodeId,
+        broker_epoch: i64,
+    },
+}
+
+/// The answer to a [`Request`], one result per item where the request has several.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    CreateTopics(Vec<Result<CreatedTopic, ControllerError>>),
+    /// The deleted topic's name and id.
+    DeleteTopics(Vec<Result<(String, TopicId), ControllerError>>),
+    CreatePartitions(Vec<Result<(), ControllerError>>),
+    AlterConfigs(Vec<Result<(), ControllerError>>),
+    /// The new broker epoch.
+    RegisterBroker(Result<i64, ControllerError>),
+    BrokerHeartbeat(Result<HeartbeatReply, ControllerError>),
+    /// (first producer id, block length)
+    AllocateProducerIds(Result<(i64, i64), ControllerError>),
+}
+
+/// Records to propose (already applied to the speculative image) and what to answer once they
+/// are committed. Empty `records`: nothing to commit, but the reply must still wait until
+/// everything proposed before it is committed (it may depend on it).
+#[derive(Debug)]
+pub struct Decision<T> {
+    pub records: Vec<MetadataRecord>,
+    pub reply: T,
+}
+
+/// A tiny deterministic generator (splitmix64) for topic and cluster ids: the runtime seeds it
+/// from the OS, a simulation from its seed.
+#[derive(Debug, Clone)]
+struct Ids(u64);
+
+impl Ids {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn topic_id(&mut self) -> TopicId {
+        loop {
+            let id = TopicId::from_u128((u128::from(self.next()) << 64) | u128::from(self.next()));
+            if id != TopicId::ZERO {
+                return id;
+            }
+        }
+    }
+
+    fn cluster_id(&mut self) -> String {
+        format!("{:016x}{:016x}", self.next(), self.next())[..22].to_string()
+    }
+}
+
+/// The controller. See the crate docs for its lifecycle.
+#[derive(Debug)]
+pub struct Controller {
+    config: ControllerConfig,
+    committed: Arc<MetadataImage>,
+    /// Committed + pending; meaningful only while active.
+    speculative: MetadataImage,
+    /// Batches proposed and not yet committed, oldest first.
+    pending: VecDeque<Vec<MetadataRecord>>,
+    active: bool,
+    /// Last heartbeat per broker (soft state of the active controller).
+    heartbeats: HashMap<NodeId, i64>,
+    ids: Ids,
+}
+
+impl Controller {
+    pub fn new(config: ControllerConfig, seed: u64) -> Controller {
+        Controller {
+            config,
+            committed: Arc::new(MetadataImage::empty()),
+            speculative: MetadataImage::empty(),
+            pending: VecDeque::new(),
+            active: false,
+            heartbeats: HashMap::new(),
+            ids: Ids(seed),
+        }
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// The committed image the controller last saw.
+    pub fn committed(&self) -> &Arc<MetadataImage> {
+        &self.committed
+    }
+
+    /// The image decisions are made against (committed + pending), while active.
+    pub fn speculative(&self) -> &MetadataImage {
+        &self.speculative
+    }
+
+    /// Batches proposed and not committed yet.
+    pub fn pending_batches(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Committed batches were applied, giving `image`; `ours` of them were the oldest batches
+    /// this controller proposed (the runtime matched their Raft index and term).
+    pub fn on_commit(&mut self, image: Arc<MetadataImage>, ours: usize) {
+        self.committed = image;
+        if !self.active {
+            return;
+        }
+        for _ in 0..ours {
+            self.pending.pop_front();
+        }
+        if self.pending.is_empty() {
+            self.speculative = (*self.committed).clone();
+        }
+    }
+
+    /// This node became the active controller: it is the Raft leader and has applied every
+    /// batch committed before its term. Returns the records activation itself needs (the
+    /// cluster id of a new cluster).
+    pub fn activate(&mut self, now: i64) -> Decision<()> {
+        self.active = true;
+        self.pending.clear();
+        self.speculative = (*self.committed).clone();
+        // Every broker gets a fresh session: their heartbeats went to the old controller.
+        self.heartbeats = self.committed.brokers.keys().map(|&id| (id, now)).collect();
+        tracing::info!(
+            node = self.config.node_id,
+            offset = self.committed.offset,
+            "became the active controller"
+        );
+        let mut records = Vec::new();
+        if self.committed.cluster_id.is_empty() {
+            let cluster_id = self
+                .config
+                .cluster_id
+                .clone()
+                .unwrap_or_else(|| self.ids.cluster_id());
+            self.emit(&mut records, MetadataRecord::ClusterId { cluster_id });
+        }
+        self.finish(records, ())
+    }
+
+    /// Leadership was lost: forget the speculative image; the runtime answers every pending
+    /// request with NOT_CONTROLLER.
+    pub fn deactivate(&mut self) {
+        if self.active {
+            tracing::info!(
+                node = self.config.node_id,
+                "no longer the active controller"
+            );
+        }
+        self.active = false;
+        self.pending.clear();
+        self.heartbeats.clear();
+        self.speculative = MetadataImage::empty();
+    }
+
+    /// The last decision's records could not be proposed: drop them from the speculative image.
+    pub fn abandon_last(&mut self) {
+        if self.pending.pop_back().is_some() {
+            self.rebuild_speculative();
+        }
+    }
+
+    fn rebuild_speculative(&mut self) {
+        let mut image = (*self.committed).clone();
+        let mut delta = MetadataDelta::default();
+        for batch in &self.pending {
+            image.apply_batch(image.offset, batch, &mut delta);
+        }
+        self.speculative = image;
+    }
+
+    /// Applies a record to the speculative image and adds it to the batch being decided.
+    fn emit(&mut self, batch: &mut Vec<MetadataRecord>, record: MetadataRecord) {
+        if let MetadataRecord::Partition { registration, .. }
+        | MetadataRecord::PartitionChange { registration, .. } = &record
+        {
+            if let Err(e) = registration.check() {
+                debug_assert!(
+                    false,
+                    "controller produced a bad partition: {e}: {record:?}"
+                );
+                tracing::error!(error = %e, ?record, "refusing to write a bad partition registration");
+                return;
+            }
+        }
+        let offset = self.speculative.offset;
+        self.speculative
+            .apply(offset, &record, &mut MetadataDelta::default());
+        batch.push(record);
+    }
+
+    fn finish<T>(&mut self, records: Vec<MetadataRecord>, reply: T) -> Decision<T> {
+        if !records.is_empty() {
+            self.pending.push_back(records.clone());
+        }
+        Decision { records, reply }
+    }
+
+    /// Decides a request. `Err` only when this node is not the active controller.
+    pub fn handle(
+        &mut self,
+        request: Request,
+        now: i64,
+    ) -> Result<Decision<Reply>, ControllerError> {
+        if !self.active {
+            return Err(ControllerError::not_controller());
+        }
+        let mut records = Vec::new();
+        let reply = match request {
+            Request::CreateTopics {
+                topics,
+                validate_only,
+                origin,
+            } => Reply::CreateTopics(
+                topics
+                    .into_iter()
+                    .map(|t| self.create_topic(&mut records, t, validate_only, origin))
+                    .collect(),
+            ),
+            Request::DeleteTopics { topics } => Reply::DeleteTopics(
+                topics
+                    .into_iter()
+                    .map(|t| self.delete_topic(&mut records, t))
+                    .collect(),
+            ),
+            Request::CreatePartitions {
+                topics,
+                validate_only,
+                origin,
+            } => Reply::CreatePartitions(
+                topics
+                    .into_iter()
+                    .map(|(name, count, assignment)| {
+                        if origin == Origin::Client {
+                            policy::check_client_alter(&name, "partition count")?;
+                        }
+                        self.create_partitions(
+                            &mut records,
+                            &name,
+                            count,
+                            assignment,
+                            validate_only,
+                        )
+                    })
+                    .collect(),
+            ),
+            Request::AlterConfigs {
+                changes,
+                validate_only,
+                origin,
+            } => Reply::AlterConfigs(
+                changes
+                    .into_iter()
+                    .map(|c| match c.resource.clone() {
+                        ConfigResource::Topic(name) => {
+                            if origin == Origin::Client {
+                                policy::check_client_alter(&name, "configs")?;
+                            }
+                            self.alter_configs(&mut records, &name, c, validate_only)
+                        }
+                        ConfigResource::Group(group) => {
+                            self.alter_group_configs(&mut records, &group, c, validate_only)
+                        }
+                    })
+                    .collect(),
+            ),
+            Request::RegisterBroker(r) => {
+                Reply::RegisterBroker(self.register_broker(&mut records, r, now))
+            }
+            Request::BrokerHeartbeat {
+                node_id,
+                broker_epoch,
+                current_metadata_offset,
+                want_fence,
+                want_shutdown,
+            } => Reply::BrokerHeartbeat(self.heartbeat(
+                &mut records,
+                node_id,
+                broker_epoch,
+                current_metadata_offset,
+                want_fence,
+                want_shutdown,
+                now,
+            )),
+            Request::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            } => Reply::AllocateProducerIds(self.allocate_producer_ids(
+                &mut records,
+                broker_id,
+                broker_epoch,
+            )),
+        };
+        Ok(self.finish(records, reply))
+    }
+
+    /// Fences brokers whose session expired (and moves their leadership away).
+    pub fn tick(&mut self, now: i64) -> Decision<()> {
+        let mut records = Vec::new();
+        if !self.active {
+            return Decision { records, reply: () };
+        }
+        let timeout = self.config.broker_session_timeout_ms;
+        let expired: Vec<(NodeId, i64)> = self
+            .speculative
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter(|b| {
+                let last = *self.heartbeats.entry(b.node_id).or_insert(now);
+                now - last > timeout
+            })
+            .map(|b| (b.node_id, b.epoch))
+            .collect();
+        for (node_id, broker_epoch) in expired {
+            tracing::info!(broker = node_id, "broker session expired; fencing it");
+            self.emit(
+                &mut records,
+                MetadataRecord::FenceBroker {
+                    node_id,
+                    broker_epoch,
+                },
+            );
+            self.move_leadership_away(&mut records, node_id);
+        }
+        self.finish(records, ())
+    }
+
+    /// When [`Controller::tick`] next has something to do.
+    pub fn next_deadline(&self) -> Option<i64> {
+        if !self.active {
+            return None;
+        }
+        self.speculative
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter_map(|b| self.heartbeats.get(&b.node_id))
+            .map(|last| last + self.config.broker_session_timeout_ms + 1)
+            .min()
+    }
+
+    fn usable_candidates(&self) -> Vec<Candidate> {
+        self.speculative
+            .brokers
+            .values()
+            .filter(|b| b.is_usable())
+            .map(|b| Candidate {
+                id: b.node_id,
+                rack: b.rack.clone(),
+            })
+            .collect()
+    }
+
+    fn is_usable(&self, id: NodeId) -> bool {
+        self.speculative
+            .brokers
+            .get(&id)
+            .is_some_and(BrokerRegistration::is_usable)
+    }
+
+    fn load(&self) -> Load {
+        let mut load = Load::default();
+        for t in self.speculative.topics.values() {
+            for p in &t.partitions {
+                if p.leader >= 0 {
+                    *load.leaders.entry(p.leader).or_default() += 1;
+                }
+                for r in &p.replicas {
+                    *load.replicas.entry(*r).or_default() += 1;
+                }
+            }
+        }
+        load
+    }
+
+    fn unclean_allowed(&self, topic: &TopicImage) -> bool {
+        TopicConfig::resolve(&self.config.broker_props, &topic.configs)
+            .map(|c| c.unclean_leader_election_enable)
+            .unwrap_or(false)
+    }
+
+    fn validate_configs(&self, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
+        for (k, v) in configs {
+            TopicConfig::validate(k, v)
+                .map_err(|e| ControllerError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        }
+        TopicConfig::resolve(&self.config.broker_props, configs)
+            .map_err(|e| ControllerError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        Ok(())
+    }
+
+    /// Checks an explicit assignment: every partition names the same number of distinct,
+    /// registered brokers, at least one of them usable.
+    fn validate_assignment(&self, assignment: &[Vec<NodeId>]) -> Result<i16, ControllerError> {
+        let bad = |m: String| ControllerError::new(ErrorCode::InvalidReplicaAssignment, m);
+        let rf = assignment.first().map_or(0, Vec::len);
+        for (p, replicas) in assignment.iter().enumerate() {
+            if replicas.is_empty() {
+                return Err(bad(format!("The manual partition assignment includes an empty replica list for partition {p}.")));
+            }
+            if replicas.len() != rf {
+                return Err(bad(format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", replicas.len())));
+            }
+            let distinct: BTreeSet<_> = replicas.iter().collect();
+            if distinct.len() != replicas.len() {
+                return Err(bad(format!("The manual partition assignment includes duplicate replicas for partition {p}.")));
+            }
+            if let Some(b) = replicas
+                .iter()
+                .find(|b| !self.speculative.brokers.contains_key(b))
+            {
+                return Err(bad(format!("The manual partition assignment includes broker {b}, but no such broker is registered.")));
+            }
+            if !replicas.iter().any(|b| self.is_usable(*b)) {
+                return Err(bad(format!("All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown.")));
+            }
+        }
+        i16::try_from(rf).map_err(|_| bad("too many replicas".into()))
+    }
+
+    /// A new partition's registration: usable replicas in sync, the first usable one leading.
+    fn new_partition(&self, replicas: Vec<NodeId>) -> PartitionRegistration {
+        let leader = replicas
+            .iter()
+            .copied()
+            .find(|r| self.is_usable(*r))
+            .unwrap_or(-1);
+        let mut reg = PartitionRegistration::new(replicas, leader);
+        let usable: Vec<NodeId> = reg
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| self.is_usable(*r))
+            .collect();
+        if !usable.is_empty() {
+            reg.isr = usable;
+        }
+        reg
+    }
+
+    fn create_topic(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        spec: TopicSpec,
+        validate_only: bool,
+        origin: Origin,
+    ) -> Result<CreatedTopic, ControllerError> {
+        if origin == Origin::Client {
+            policy::check_client_create(&spec.name)?;
+        }
+        model::ids::validate_topic_name(&spec.name)
+            .map_err(|m| ControllerError::new(ErrorCode::InvalidTopicException, m))?;
+        // The metadata log lives in `<data>/__cluster_metadata-0`, as in KRaft: a topic of
+        // that name would share its directory.
+        if spec.name == "__cluster_metadata" {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidTopicException,
+                "__cluster_metadata is reserved for the cluster metadata log",
+            ));
+        }
+        if self.speculative.topics.contains_key(spec.name.as_str()) {
+            return Err(ControllerError::new(
+                ErrorCode::TopicAlreadyExists,
+                format!("Topic '{}' already exists.", spec.name),
+            ));
+        }
+        self.validate_configs(&spec.configs)?;
+        let assignment = if spec.assignment.is_empty() {
+            let partitions = if spec.partitions == -1 {
+                self.config.num_partitions
+            } else {
+                spec.partitions
+            };
+            if partitions < 1 {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidPartitions,
+                    "Number of partitions must be larger than 0.",
+                ));
+            }
+            let rf = if spec.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                spec.replication_factor
+            };
+            if rf < 1 {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidReplicationFactor,
+                    "Replication factor must be larger than 0.",
+                ));
+            }
+            let candidates = self.usable_candidates();
+            policy::check_room(
+                &self.speculative,
+                &candidates,
+                i64::from(partitions) * i64::from(rf),
+                self.config.max_broker_partitions,
+                self.config.max_broker_partitions_note.as_deref(),
+            )?;
+            let mut load = self.load();
+            placement::place(&candidates, partitions as usize, rf as usize, &mut load)
+                .map_err(|m| ControllerError::new(ErrorCode::InvalidReplicationFactor, m))?
+        } else {
+            self.validate_assignment(&spec.assignment)?;
+            spec.assignment.clone()
+        };
+        policy::check_partition_caps(
+            &self.speculative,
+            &assignment,
+            self.config.max_broker_partitions,
+            self.config.max_broker_partitions_note.as_deref(),
+        )?;
+        let rf = assignment.first().map_or(0, Vec::len) as i16;
+        let id = self.ids.topic_id();
+        let created = CreatedTopic {
+            id,
+            partitions: assignment.len() as i32,
+            replication_factor: rf,
+            configs: spec.configs.clone(),
+        };
+        if validate_only {
+            return Ok(created);
+        }
+        let topic_id = format_id(id);
+        self.emit(
+            records,
+            MetadataRecord::Topic {
+                name: spec.name.clone(),
+                topic_id: topic_id.clone(),
+            },
+        );
+        for (p, replicas) in assignment.into_iter().enumerate() {
+            let registration = self.new_partition(replicas);
+            self.emit(
+                records,
+                MetadataRecord::Partition {
+                    topic_id: topic_id.clone(),
+                    partition: p as i32,
+                    registration,
+                },
+            );
+        }
+        for (key, value) in spec.configs {
+            self.emit(
+                records,
+                MetadataRecord::TopicConfig {
+                    topic_id: topic_id.clone(),
+                    key,
+                    value: Some(value),
+                },
+            );
+        }
+        Ok(created)
+    }
+
+    fn delete_topic(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        topic: TopicRef,
+    ) -> Result<(String, TopicId), ControllerError> {
+        let found = match &topic {
+            TopicRef::Name(n) => self.speculative.topic(n).cloned().ok_or_else(|| {
+                ControllerError::new(
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("Topic '{n}' does not exist."),
+                )
+            })?,
+            TopicRef::Id(id) => self.speculative.topic_by_id(*id).cloned().ok_or_else(|| {
+                ControllerError::new(ErrorCode::UnknownTopicId, "Topic id not found.")
+            })?,
+        };
+        if found.is_internal() {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidTopicException,
+                format!("Topic '{}' is internal and cannot be deleted.", found.name),
+            ));
+        }
+        self.emit(
+            records,
+            MetadataRecord::RemoveTopic {
+                topic_id: format_id(found.id),
+            },
+        );
+        Ok((found.name.to_string(), found.id))
+    }
+
+    fn existing_topic(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+        self.speculative.topic(name).cloned().ok_or_else(|| {
+            ControllerError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            )
+        })
+    }
+
+    fn create_partitions(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        name: &str,
+        count: i32,
+        assignment: Vec<Vec<NodeId>>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let topic = self.existing_topic(name)?;
+        let current = topic.partitions.len() as i32;
+        if count < current {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidPartitions,
+                format!("The topic {name} currently has {current} partition(s); {count} would not be an increase."),
+            ));
+        }
+        if count == current {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidPartitions,
+                format!("Topic already has {current} partition(s)."),
+            ));
+        }
+        let added = (count - current) as usize;
+        let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+        let new = if assignment.is_empty() {
+            let candidates = self.usable_candidates();
+            policy::check_room(
+                &self.speculative,
+                &candidates,
+                (added * rf) as i64,
+                self.config.max_broker_partitions,
+                self.config.max_broker_partitions_note.as_deref(),
+            )?;
+            let mut load = self.load();
+            placement::place(&candidates, added, rf, &mut load)
+                .map_err(|m| ControllerError::new(ErrorCode::InvalidReplicationFactor, m))?
+        } else {
+            if assignment.len() != added {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidReplicaAssignment,
+                    format!("Increasing the number of partitions by {added} but {} assignments provided.", assignment.len()),
+                ));
+            }
+            self.validate_assignment(&assignment)?;
+            assignment
+        };
+        policy::check_partition_caps(
+            &self.speculative,
+            &new,
+            self.config.max_broker_partitions,
+            self.config.max_broker_partitions_note.as_deref(),
+        )?;
+        if validate_only {
+            return Ok(());
+        }
+        let topic_id = format_id(topic.id);
+        for (i, replicas) in new.into_iter().enumerate() {
+            let registration = self.new_partition(replicas);
+            self.emit(
+                records,
+                MetadataRecord::Partition {
+                    topic_id: topic_id.clone(),
+                    partition: current + i as i32,
+                    registration,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn alter_configs(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        name: &str,
+        change: ConfigChange,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let topic = self.existing_topic(name)?;
+        let mut next = if change.replace_all {
+            BTreeMap::new()
+        } else {
+            topic.configs.clone()
+        };
+        for (k, v) in &change.changes {
+            match v {
+                Some(v) => {
+                    TopicConfig::validate(k, v).map_err(|e| {
+                        ControllerError::new(ErrorCode::InvalidConfig, e.to_string())
+                    })?;
+                    next.insert(k.clone(), v.clone());
+                }
+                None => {
+                    if model::config::topic_config_def(k).is_none() {
+                        return Err(ControllerError::new(
+                            ErrorCode::InvalidConfig,
+                            format!("Unknown topic config name: {k}"),
+                        ));
+                    }
+                    next.remove(k);
+                }
+            }
+        }
+        TopicConfig::resolve(&self.config.broker_props, &next)
+            .map_err(|e| ControllerError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        if validate_only {
+            return Ok(());
+        }
+        let topic_id = format_id(topic.id);
+        for (k, v) in &next {
+            if topic.configs.get(k) != Some(v) {
+                self.emit(
+                    records,
+                    MetadataRecord::TopicConfig {
+                        topic_id: topic_id.clone(),
+                        key: k.clone(),
+                        value: Some(v.clone()),
+                    },
+                );
+            }
+        }
+        for k in topic.configs.keys() {
+            if !next.contains_key(k) {
+                self.emit(
+                    records,
+                    MetadataRecord::TopicConfig {
+                        topic_id: topic_id.clone(),
+                        key: k.clone(),
+                        value: None,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn alter_group_configs(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        group: &str,
+        change: ConfigChange,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let current = self
+            .speculative
+            .group_configs
+            .get(group)
+            .cloned()
+            .unwrap_or_default();
+        let mut next = if change.replace_all {
+            BTreeMap::new()
+        } else {
+            current.clone()
+        };
+        for (k, v) in &change.changes {
+            if model::group_config::group_config_def(k).is_none() {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Unknown group config name: {k}"),
+                ));
+            }
+            match v {
+                Some(v) => next.insert(k.clone(), v.clone()),
+                None => next.remove(k),
+            };
+        }
+        model::group_config::validate(&next, &self.config.broker_props)
+            .map_err(|e| ControllerError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        if validate_only {
+            return Ok(());
+        }
+        for (k, v) in &next {
+            if current.get(k) != Some(v) {
+                self.emit(
+                    records,
+                    MetadataRecord::GroupConfig {
+                        group: group.to_string(),
+                        key: k.clone(),
+                        value: Some(v.clone()),
+                    },
+                );
+            }
+        }
+        for k in current.keys().filter(|k| !next.contains_key(*k)) {
+            self.emit(
+                records,
+                MetadataRecord::GroupConfig {
+                    group: group.to_string(),
+                    key: k.clone(),
+                    value: None,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn register_broker(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        req: RegisterBroker,
+        now: i64,
+    ) -> Result<i64, ControllerError> {
+        let cluster_id = &self.speculative.cluster_id;
+        if !cluster_id.is_empty() && *cluster_id != req.cluster_id {
+            return Err(ControllerError::new(
+                ErrorCode::InconsistentClusterId,
+                format!(
+                    "Expected cluster ID {cluster_id}, but got cluster ID {}",
+                    req.cluster_id
+                ),
+            ));
+        }
+        if let Some(existing) = self.speculative.brokers.get(&req.node_id) {
+            let last = self
+                .heartbeats
+                .get(&req.node_id)
+                .copied()
+                .unwrap_or(i64::MIN / 2);
+            let session_alive = now - last <= self.config.broker_session_timeout_ms;
+            let same_process = existing.incarnation_id == req.incarnation_id;
+            let clean_restart = req.previous_broker_epoch == existing.epoch;
+            if !existing.fenced && session_alive && !same_process && !clean_restart {
+                return Err(ControllerError::new(
+                    ErrorCode::DuplicateBrokerRegistration,
+                    format!(
+                        "Another broker is registered with that broker id ({}); its session expires within {} ms.",
+                        req.node_id, self.config.broker_session_timeout_ms
+                    ),
+                ));
+            }
+        }
+        let broker_epoch = self.speculative.next_broker_epoch();
+        self.emit(
+            records,
+            MetadataRecord::RegisterBroker {
+                node_id: req.node_id,
+                incarnation_id: req.incarnation_id,
+                broker_epoch,
+                endpoints: req.endpoints,
+                rack: req.rack,
+                fenced: true,
+            },
+        );
+        // A new incarnation starts fenced: whatever the old one led must move.
+        self.move_leadership_away(records, req.node_id);
+        self.heartbeats.insert(req.node_id, now);
+        Ok(broker_epoch)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn heartbeat(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        node_id: NodeId,
+        broker_epoch: i64,
+        current_metadata_offset: i64,
+        want_fence: bool,
+        want_shutdown: bool,
+        now: i64,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        let Some(broker) = self.speculative.brokers.get(&node_id).cloned() else {
+            return Err(ControllerError::new(
+                ErrorCode::BrokerIdNotRegistered,
+                format!("Broker {node_id} is not registered."),
+            ));
+        };
+        if broker.epoch != broker_epoch {
+            return Err(ControllerError::new(
+                ErrorCode::StaleBrokerEpoch,
+                format!(
+                    "Expected broker epoch {}, but got broker epoch {broker_epoch}",
+                    broker.epoch
+                ),
+            ));
+        }
+        self.heartbeats.insert(node_id, now);
+        // Whether the broker has applied the log up to its own registration (which is
+        // committed: the broker learnt its epoch from the committed reply).
+        let caught_up = self
+            .committed
+            .brokers
+            .get(&node_id)
+            .filter(|b| b.epoch == broker_epoch)
+            .is_some_and(|b| current_metadata_offset >= b.registered_offset);
+        let mut should_shut_down = false;
+        if want_shutdown {
+            if !broker.in_controlled_shutdown && !broker.fenced {
+                self.emit(
+                    records,
+                    MetadataRecord::BrokerControlledShutdown {
+                        node_id,
+                        broker_epoch,
+                    },
+                );
+                self.move_leadership_away(records, node_id);
+            }
+            // Leadership has moved (or had nowhere to go): nothing keeps the broker up.
+            if !self
+                .speculative
+                .brokers
+                .get(&node_id)
+                .is_some_and(|b| b.fenced)
+            {
+                self.emit(
+                    records,
+                    MetadataRecord::FenceBroker {
+                        node_id,
+                        broker_epoch,
+                    },
+                );
+            }
+            should_shut_down = true;
+        } else if want_fence {
+            if !broker.fenced {
+                self.emit(
+                    records,
+                    MetadataRecord::FenceBroker {
+                        node_id,
+                        broker_epoch,
+                    },
+                );
+                self.move_leadership_away(records, node_id);
+            }
+        } else if broker.fenced && caught_up && !broker.in_controlled_shutdown {
+            self.emit(
+                records,
+                MetadataRecord::UnfenceBroker {
+                    node_id,
+                    broker_epoch,
+                },
+            );
+            self.elect_offline_partitions(records, node_id);
+        }
+        let is_fenced = self
+            .speculative
+            .brokers
+            .get(&node_id)
+            .is_none_or(|b| b.fenced);
+        Ok(HeartbeatReply {
+            is_caught_up: caught_up,
+            is_fenced,
+            should_shut_down,
+        })
+    }
+
+    fn allocate_producer_ids(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        broker_id: NodeId,
+        broker_epoch: i64,
+    ) -> Result<(i64, i64), ControllerError> {
+        match self.speculative.brokers.get(&broker_id) {
+            None => {
+                return Err(ControllerError::new(
+                    ErrorCode::BrokerIdNotRegistered,
+                    format!("Broker {broker_id} is not registered."),
+                ))
+            }
+            Some(b) if b.epoch != broker_epoch => {
+                return Err(ControllerError::new(
+                    ErrorCode::StaleBrokerEpoch,
+                    format!("Expected broker epoch {}, but got {broker_epoch}", b.epoch),
+                ))
+            }
+            Some(_) => {}
+        }
+        let start = self.speculative.next_producer_id;
+        let len = self.config.producer_id_block_size;
+        self.emit(
+            records,
+            MetadataRecord::ProducerIds {
+                broker_id,
+                broker_epoch,
+                next_producer_id: start + len,
+            },
+        );
+        Ok((start, len))
+    }
+
+    /// A broker is fenced, shutting down or restarting: take it out of every ISR it is in
+    /// (keeping the last member, as Kafka does, so the partition waits for it) and give the
+    /// partitions it led a new leader from the ISR (unclean: any usable replica, only where
+    /// `unclean.leader.election.enable`).
+    fn move_leadership_away(&mut self, records: &mut Vec<MetadataRecord>, lost: NodeId) {
+        let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
+        for topic in topics {
+            let unclean = self.unclean_allowed(&topic);
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if !p.isr.contains(&lost) && p.leader != lost {
+                    continue;
+                }
+                let mut next = p.clone();
+                if next.isr.len() > 1 {
+                    next.isr.retain(|r| *r != lost);
+                }
+                if next.leader == lost || !next.isr.contains(&next.leader) {
+                    next.leader = -1;
+                    let usable = |r: &NodeId| *r != lost && self.is_usable(*r);
+                    if let Some(r) = next
+                        .replicas
+                        .iter()
+                        .copied()
+                        .find(|r| next.isr.contains(r) && usable(r))
+                    {
+                        next.leader = r;
+                    } else if unclean {
+                        if let Some(r) = next.replicas.iter().copied().find(usable) {
+                            tracing::warn!(topic = %topic.name, partition = i, leader = r, "unclean leader election");
+                            next.leader = r;
+                            next.isr = vec![r];
+                        }
+                    }
+                }
+                self.change_partition(records, &topic, i, p, next);
+            }
+        }
+    }
+
+    /// A broker was unfenced: partitions without a leader whose ISR holds it get it as leader.
+    fn elect_offline_partitions(&mut self, records: &mut Vec<MetadataRecord>, back: NodeId) {
+        let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
+        for topic in topics {
+            let unclean = self.unclean_allowed(&topic);
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if p.leader != -1 || !p.replicas.contains(&back) {
+                    continue;
+                }
+                let mut next = p.clone();
+                if p.isr.contains(&back) {
+                    next.leader = back;
+                } else if unclean {
+                    tracing::warn!(topic = %topic.name, partition = i, leader = back, "unclean leader election");
+                    next.leader = back;
+                    next.isr = vec![back];
+                } else {
+                    continue;
+                }
+                self.change_partition(records, &topic, i, p, next);
+            }
+        }
+    }
+
+    /// Emits a PartitionChange if `next` differs from `prev`, with the epochs bumped.
+    fn change_partition(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        topic: &TopicImage,
+        index: usize,
+        prev: &PartitionRegistration,
+        mut next: PartitionRegistration,
+    ) {
+        if next == *prev {
+            return;
+        }
+        if next.leader != prev.leader {
+            next.leader_epoch = prev.leader_epoch + 1;
+        }
+        next.partition_epoch = prev.partition_epoch + 1;
+        self.emit(
+            records,
+            MetadataRecord::PartitionChange {
+                topic_id: format_id(topic.id),
+                partition: index as i32,
+                registration: next,
+            },
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! The cluster controller as a sans-IO state machine.
+//!
+//! Inputs: committed metadata images (from the Raft log, in order), requests (topic and config
+//! administration, broker registration and heartbeats, producer-id blocks), and the current
+//! time. Outputs: the metadata records to propose, with the reply each request gets once they
+//! are committed, and the next deadline (broker session expiry).
+//!
+//! Only the *active* controller (the Raft leader, once it has applied everything committed
+//! before its term) decides anything. It decides against a **speculative image**: the committed
+//! image plus every batch it proposed that is not committed yet, so two requests in flight see
+//! each other (the second CreateTopics of a name fails even before the first commits). When
+//! leadership is lost the speculative image and the pending batches are dropped; the runtime
+//! answers the requests still waiting with NOT_CONTROLLER. No I/O, no clock, no randomness
+//! beyond a seeded generator: a simulation can replay any run.
+//!
+//! ```text
+//! let d = controller.handle(request, now)?;     // records + reply, already in the speculative image
+//! match raft.propose(encode_batch(&d.records)) {
+//!     Ok(index) => pending.insert(index, d.reply),   // answer when `index` commits
+//!     Err(_) => controller.abandon_last(),            // not proposed: forget it
+//! }
+//! // for every committed batch, in order:
+//! controller.on_commit(image_after, ours);
+//! ```
+
+mod controller;
+pub mod placement;
+pub mod policy;
+
+pub use controller::{
+    ConfigChange, ConfigResource, Controller, ControllerConfig, CreatedTopic, Decision,
+    HeartbeatReply, Origin, RegisterBroker, Reply, Request, TopicRef, TopicSpec,
+};
+
+use model::ErrorCode;
+
+/// A rejected request: Kafka's error code and a message for the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ControllerError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ControllerError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ControllerError {
+        ControllerError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// This node is not the active controller (or stopped being it before the answer).
+    pub fn not_controller() -> ControllerError {
+        ControllerError::new(
+            ErrorCode::NotController,
+            "This node is not the active controller.",
+        )
+    }
+}

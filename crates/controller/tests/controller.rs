@@ -1,0 +1,349 @@
+//! The controller state machine on its own: decisions against the speculative image, commits,
+//! leadership loss, registration and fencing, leader elections, placement.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use controller::{Controller, ControllerConfig, Origin, RegisterBroker, Reply, Request, TopicSpec};
+use metadata::{Endpoint, MetadataDelta, MetadataImage, MetadataRecord};
+use model::ErrorCode;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A controller plus a log that commits (or drops) what it proposes.
+struct Harness {
+    c: Controller,
+    image: MetadataImage,
+    /// Proposed, not committed.
+    queue: Vec<Vec<MetadataRecord>>,
+    now: i64,
+}
+
+impl Harness {
+    fn new(config: ControllerConfig) -> Harness {
+        let mut h = Harness {
+            c: Controller::new(config, 7),
+            image: MetadataImage::empty(),
+            queue: Vec::new(),
+            now: 0,
+        };
+        h.c.on_commit(Arc::new(h.image.clone()), 0);
+        let d = h.c.activate(0);
+        h.propose(d.records);
+        h.commit_all();
+        h
+    }
+
+    fn propose(&mut self, records: Vec<MetadataRecord>) {
+        if !records.is_empty() {
+            self.queue.push(records);
+        }
+    }
+
+    fn commit_all(&mut self) {
+        let n = self.queue.len();
+        for batch in std::mem::take(&mut self.queue) {
+            let offset = self.image.offset + 1;
+            self.image
+                .apply_batch(offset, &batch, &mut MetadataDelta::default());
+            self.image.offset = offset;
+        }
+        self.c.on_commit(Arc::new(self.image.clone()), n);
+        assert_eq!(self.c.pending_batches(), 0);
+        assert_eq!(self.c.speculative(), &self.image);
+    }
+
+    fn call(&mut self, r: Request) -> Reply {
+        let d = self.c.handle(r, self.now).unwrap();
+        self.propose(d.records);
+        d.reply
+    }
+
+    fn register(&mut self, id: i32, rack: Option<&str>) -> i64 {
+        let r = self.call(Request::RegisterBroker(RegisterBroker {
+            node_id: id,
+            cluster_id: "c".into(),
+            incarnation_id: format!("inc-{id}-{}", self.now),
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "h".into(),
+                port: 9000 + id,
+                security_protocol: "PLAINTEXT".into(),
+            }],
+            rack: rack.map(String::from),
+            previous_broker_epoch: -1,
+        }));
+        self.commit_all();
+        let Reply::RegisterBroker(Ok(epoch)) = r else {
+            panic!("{r:?}")
+        };
+        let hb = self.heartbeat(id, epoch, false);
+        assert!(!hb.is_fenced, "{hb:?}");
+        epoch
+    }
+
+    fn heartbeat(&mut self, id: i32, epoch: i64, shutdown: bool) -> controller::HeartbeatReply {
+        let offset = self.image.offset;
+        let r = self.call(Request::BrokerHeartbeat {
+            node_id: id,
+            broker_epoch: epoch,
+            current_metadata_offset: offset,
+            want_fence: false,
+            want_shutdown: shutdown,
+        });
+        self.commit_all();
+        let Reply::BrokerHeartbeat(Ok(h)) = r else {
+            panic!("{r:?}")
+        };
+        h
+    }
+
+    fn create(&mut self, name: &str, partitions: i32, rf: i16) -> Result<(), ErrorCode> {
+        let r = self.call(Request::CreateTopics {
+            topics: vec![TopicSpec {
+                name: name.into(),
+                partitions,
+                replication_factor: rf,
+                assignment: Vec::new(),
+                configs: BTreeMap::new(),
+            }],
+            validate_only: false,
+            origin: Origin::Client,
+        });
+        let Reply::CreateTopics(mut results) = r else {
+            panic!("{r:?}")
+        };
+        results.remove(0).map(|_| ()).map_err(|e| e.code)
+    }
+}
+
+fn config() -> ControllerConfig {
+    ControllerConfig {
+        cluster_id: Some("c".into()),
+        broker_session_timeout_ms: 1000,
+        ..ControllerConfig::default()
+    }
+}
+
+#[test]
+fn pending_proposals_are_seen_by_later_requests_and_dropped_with_leadership() {
+    let mut h = Harness::new(config());
+    h.register(1, None);
+    assert_eq!(h.create("a", 1, 1), Ok(()));
+    // Not committed yet, but a second creation already sees it.
+    assert_eq!(h.create("a", 1, 1), Err(ErrorCode::TopicAlreadyExists));
+    assert!(h.c.speculative().topic("a").is_some());
+    assert!(h.image.topic("a").is_none());
+    // Leadership lost before the commit: the speculative image is gone.
+    h.c.deactivate();
+    h.queue.clear();
+    assert_eq!(
+        h.c.handle(Request::DeleteTopics { topics: vec![] }, 0)
+            .unwrap_err()
+            .code,
+        ErrorCode::NotController
+    );
+    let d = h.c.activate(5);
+    assert!(d.records.is_empty());
+    assert!(h.c.speculative().topic("a").is_none());
+    assert_eq!(h.create("a", 1, 1), Ok(()));
+    h.commit_all();
+    assert!(h.image.topic("a").is_some());
+}
+
+#[test]
+fn an_abandoned_proposal_leaves_the_speculative_image() {
+    let mut h = Harness::new(config());
+    h.register(1, None);
+    assert_eq!(h.create("a", 1, 1), Ok(()));
+    assert_eq!(h.create("b", 1, 1), Ok(()));
+    h.queue.pop();
+    h.c.abandon_last();
+    assert!(h.c.speculative().topic("b").is_none());
+    assert!(h.c.speculative().topic("a").is_some());
+    h.commit_all();
+}
+
+#[test]
+fn replicas_and_leaders_spread_and_racks_are_respected() {
+    let mut h = Harness::new(config());
+    for (id, rack) in [(1, "x"), (2, "y"), (3, "x"), (4, "y")] {
+        h.register(id, Some(rack));
+    }
+    assert_eq!(h.create("t", 8, 2), Ok(()));
+    h.commit_all();
+    let t = h.image.topic("t").unwrap();
+    let mut leaders = BTreeMap::new();
+    for p in &t.partitions {
+        *leaders.entry(p.leader).or_insert(0) += 1;
+        let racks: Vec<i32> = p.replicas.iter().map(|r| r % 2).collect();
+        assert_ne!(racks[0], racks[1], "{p:?}");
+        assert_eq!(p.isr, p.replicas);
+    }
+    assert!(leaders.values().all(|&n| n == 2), "{leaders:?}");
+    assert_eq!(
+        h.create("big", 1, 5),
+        Err(ErrorCode::InvalidReplicationFactor)
+    );
+}
+
+#[test]
+fn a_fenced_broker_loses_leadership_to_the_isr_and_keeps_the_last_isr_slot() {
+    let mut h = Harness::new(config());
+    let e1 = h.register(1, None);
+    let e2 = h.register(2, None);
+    assert_eq!(h.create("t", 4, 2), Ok(()));
+    assert_eq!(h.create("solo", 2, 1), Ok(()));
+    h.commit_all();
+    // Broker 2 stops heartbeating.
+    h.now = 600;
+    h.heartbeat(1, e1, false);
+    h.now = 1500;
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert!(h.image.brokers[&2].fenced);
+    for p in &h.image.topic("t").unwrap().partitions {
+        assert_eq!(p.leader, 1, "{p:?}");
+        assert_eq!(p.isr, vec![1], "{p:?}");
+    }
+    for p in &h.image.topic("solo").unwrap().partitions {
+        if p.replicas == [2] {
+            assert_eq!((p.leader, p.isr.clone()), (-1, vec![2]), "{p:?}");
+            assert_eq!(p.leader_epoch, 1);
+        }
+    }
+    // It comes back: a new registration; once caught up it is unfenced and leads its
+    // offline partitions again (with a new epoch).
+    let e2b = h.register(2, None);
+    assert!(e2b > e2);
+    for p in &h.image.topic("solo").unwrap().partitions {
+        if p.replicas == [2] {
+            assert_eq!(p.leader, 2);
+            assert_eq!(p.leader_epoch, 2);
+        }
+    }
+}
+
+#[test]
+fn unclean_election_only_where_enabled() {
+    let mut cfg = config();
+    cfg.broker_props
+        .insert("unclean.leader.election.enable".into(), "true".into());
+    let mut h = Harness::new(cfg);
+    let e1 = h.register(1, None);
+    h.register(2, None);
+    let assignment = vec![vec![1, 2]];
+    h.call(Request::CreateTopics {
+        topics: vec![TopicSpec {
+            name: "u".into(),
+            partitions: -1,
+            replication_factor: -1,
+            assignment,
+            configs: BTreeMap::new(),
+        }],
+        validate_only: false,
+        origin: Origin::Client,
+    });
+    h.commit_all();
+    // Broker 2 leaves the ISR (fenced), then broker 1 dies too: unclean election picks 2 when
+    // it returns, since only 1 was in the ISR.
+    h.now = 1500;
+    h.heartbeat(1, e1, false);
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert_eq!(h.image.topic("u").unwrap().partitions[0].isr, vec![1]);
+    h.now = 3000;
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert_eq!(h.image.topic("u").unwrap().partitions[0].leader, -1);
+    h.register(2, None);
+    let p = &h.image.topic("u").unwrap().partitions[0];
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
+
+#[test]
+fn controlled_shutdown_moves_leadership_and_fences() {
+    let mut h = Harness::new(config());
+    h.register(1, None);
+    let e2 = h.register(2, None);
+    assert_eq!(h.create("t", 4, 2), Ok(()));
+    h.commit_all();
+    let reply = h.heartbeat(2, e2, true);
+    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
+    assert!(h.image.brokers[&2].in_controlled_shutdown);
+    assert!(h
+        .image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .all(|p| p.leader == 1 && p.isr == vec![1]));
+}
+
+#[test]
+fn duplicate_registration_waits_for_the_old_session_unless_it_shut_down_cleanly() {
+    let mut h = Harness::new(config());
+    let e1 = h.register(1, None);
+    let r = h.call(Request::RegisterBroker(RegisterBroker {
+        node_id: 1,
+        cluster_id: "c".into(),
+        incarnation_id: "another".into(),
+        endpoints: vec![],
+        rack: None,
+        previous_broker_epoch: -1,
+    }));
+    assert!(
+        matches!(&r, Reply::RegisterBroker(Err(e)) if e.code == ErrorCode::DuplicateBrokerRegistration),
+        "{r:?}"
+    );
+    let r = h.call(Request::RegisterBroker(RegisterBroker {
+        node_id: 1,
+        cluster_id: "c".into(),
+        incarnation_id: "restarted".into(),
+        endpoints: vec![],
+        rack: None,
+        previous_broker_epoch: e1,
+    }));
+    assert!(matches!(r, Reply::RegisterBroker(Ok(e)) if e > e1), "{r:?}");
+    let r = h.call(Request::RegisterBroker(RegisterBroker {
+        node_id: 9,
+        cluster_id: "other".into(),
+        incarnation_id: "x".into(),
+        endpoints: vec![],
+        rack: None,
+        previous_broker_epoch: -1,
+    }));
+    assert!(
+        matches!(&r, Reply::RegisterBroker(Err(e)) if e.code == ErrorCode::InconsistentClusterId),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn producer_id_blocks_never_overlap() {
+    let mut h = Harness::new(config());
+    let e1 = h.register(1, None);
+    let e2 = h.register(2, None);
+    let mut blocks = Vec::new();
+    for (b, e) in [(1, e1), (2, e2), (1, e1)] {
+        let r = h.call(Request::AllocateProducerIds {
+            broker_id: b,
+            broker_epoch: e,
+        });
+        let Reply::AllocateProducerIds(Ok(block)) = r else {
+            panic!("{r:?}")
+        };
+        blocks.push(block);
+    }
+    h.commit_all();
+    assert_eq!(blocks, vec![(0, 1000), (1000, 1000), (2000, 1000)]);
+    assert_eq!(h.image.next_producer_id, 3000);
+    let r = h.call(Request::AllocateProducerIds {
+        broker_id: 1,
+        broker_epoch: e1 - 1,
+    });
+    assert!(
+        matches!(&r, Reply::AllocateProducerIds(Err(e)) if e.code == ErrorCode::StaleBrokerEpoch)
+    );
+}

@@ -207,7 +207,15 @@ impl Groups {
         };
         if let Some(t) = &topic {
             let n = t.partitions.len() as i32;
-            self.lock().set_offsets_topic_partitions(n);
+            {
+                // Set once, before any partition is loaded: the count of the topic that
+                // exists decides where groups live (it never changes: internal topics refuse
+                // CreatePartitions).
+                let mut c = self.lock();
+                if c.config().offsets_topic_num_partitions != n {
+                    c.set_offsets_topic_partitions(n);
+                }
+            }
             state.txns.set_offsets_topic_partitions(n);
             if !leading.is_empty() && !self.checked.swap(true, Ordering::AcqRel) {
                 check_offsets_topic(state, t);

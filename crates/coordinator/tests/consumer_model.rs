@@ -17,7 +17,7 @@ mod consumer_common;
 use std::collections::{BTreeSet, HashMap};
 
 use consumer_common::*;
-use model::ErrorCode;
+use model::{ErrorCode, TopicId};
 use proptest::prelude::*;
 
 const TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -61,6 +61,8 @@ struct World {
     partitions: [i32; 3],
     group_epoch: i32,
     member_epochs: HashMap<String, i32>,
+    /// KIP-1251: the assignment epoch of each (member, partition) held at the last check.
+    held_since: HashMap<(String, TopicId, i32), i32>,
 }
 
 impl World {
@@ -84,6 +86,7 @@ impl World {
             partitions,
             group_epoch: 0,
             member_epochs: HashMap::new(),
+            held_since: HashMap::new(),
         }
     }
 
@@ -171,6 +174,34 @@ impl World {
                 }
             }
         }
+        // KIP-1251: every held partition has an assignment epoch, no newer than the member's
+        // epoch, and it stays the same for as long as the member keeps the partition.
+        let mut held_since = HashMap::new();
+        for m in g.members.values() {
+            let held: BTreeSet<(TopicId, i32)> = [&m.assigned, &m.pending_revocation]
+                .into_iter()
+                .flat_map(|a| {
+                    a.iter()
+                        .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+                })
+                .collect();
+            let with_epoch: BTreeSet<(TopicId, i32)> = m.epochs.keys().copied().collect();
+            prop_assert_eq!(&held, &with_epoch, "member {} assignment epochs", &m.id);
+            for ((t, p), e) in &m.epochs {
+                if m.epoch >= 0 {
+                    prop_assert!(
+                        *e <= m.epoch,
+                        "partition {p} assigned at {e} > member epoch"
+                    );
+                }
+                let key = (m.id.clone(), *t, *p);
+                if let Some(before) = self.held_since.get(&key) {
+                    prop_assert_eq!(*before, *e, "partition {} kept but its epoch changed", p);
+                }
+                held_since.insert(key, *e);
+            }
+        }
+        self.held_since = held_since;
         // A client whose membership is current only consumes what the coordinator says it
         // owns (zombies with an old epoch or a removed member id are fenced on commit).
         for (k, c) in self.clients.iter().enumerate() {

@@ -380,3 +380,48 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(cbroker)
         assert_no_errors([b, a2])
     finally:
         stop_members([m for m in (a, b, a2) if m])
+
+
+def test_group_id_only_transactional_offsets_into_a_live_consumer_group(cbroker):
+    """As Kafka 4.4: a transactional producer that names only the group (kafka-python's and
+    aiokafka's send_offsets_to_transaction(offsets, group_id): no member id, generation -1)
+    may commit offsets for a consumer group that has members."""
+    import clients
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+    from kafka import KafkaProducer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+    topic, group = uniq("cptxo"), uniq("grp")
+    create_topic(cbroker.bootstrap, topic, 2)
+    m = Kip848Member(cbroker.bootstrap, group, [topic], name="live")
+    m.start()
+    try:
+        wait_balanced([m], all_parts(topic, 2))
+        kp = KafkaProducer(bootstrap_servers=cbroker.bootstrap, transactional_id=uniq("kp"),
+                           request_timeout_ms=30000)
+        try:
+            kp.init_transactions()
+            kp.begin_transaction()
+            kp.send_offsets_to_transaction({KTP(topic, 0): OffsetAndMetadata(7, "", -1)}, group)
+            kp.commit_transaction()
+        finally:
+            kp.close()
+
+        async def aio():
+            p = AIOKafkaProducer(bootstrap_servers=cbroker.bootstrap, transactional_id=uniq("aio"))
+            await p.start()
+            try:
+                async with p.transaction():
+                    await p.send_offsets_to_transaction({ATP(topic, 1): 9}, group)
+            finally:
+                await p.stop()
+        clients.run_async(aio(), timeout=60)
+        admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
+        got = {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == topic}
+        assert got == {0: 7, 1: 9}, got
+        assert_no_errors([m])
+    finally:
+        m.stop()

@@ -666,7 +666,16 @@ impl GroupCoordinator {
         // Consumer groups check member epochs; their offsets live in a classic entry.
         let (consumer, held) = match error
             .is_none()
-            .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, false, v))
+            .then(|| {
+                self.consumer_offset_commit_check(
+                    &group_id,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    false,
+                    v,
+                )
+            })
             .flatten()
         {
             Some((e, held)) => (Some(e), held),
@@ -706,16 +715,14 @@ impl GroupCoordinator {
             rt.name = t.name.clone();
             for p in t.partitions {
                 let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
-                let e = match error {
-                    Some(e) => e,
-                    None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
-                    None if held
-                        .as_ref()
-                        .is_some_and(|h| !h.allows(&topic, p.partition_index)) =>
-                    {
-                        ErrorCode::StaleMemberEpoch
-                    }
-                    None => {
+                let refused = held
+                    .as_ref()
+                    .and_then(|h| h.refuses(&topic, p.partition_index));
+                let e = match (error, refused) {
+                    (Some(e), _) => e,
+                    (None, _) if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    (None, Some(e)) => e,
+                    (None, None) => {
                         let value = OffsetValue {
                             offset: p.committed_offset,
                             leader_epoch: if v >= 6 { p.committed_leader_epoch } else { -1 },
@@ -1237,7 +1244,16 @@ impl GroupCoordinator {
         // Consumer groups: the generation is the member epoch (Kafka's validateOffsetCommit).
         let (consumer, held) = match error
             .is_none()
-            .then(|| self.consumer_offset_commit_check(&group_id, &member_id, generation, true, v))
+            .then(|| {
+                self.consumer_offset_commit_check(
+                    &group_id,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    true,
+                    v,
+                )
+            })
             .flatten()
         {
             Some((e, held)) => (Some(e), held),
@@ -1278,16 +1294,14 @@ impl GroupCoordinator {
             rt.name = t.name.clone();
             for p in t.partitions {
                 let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
-                let e = match error {
-                    Some(e) => e,
-                    None if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
-                    None if held
-                        .as_ref()
-                        .is_some_and(|h| !h.allows(&topic, p.partition_index)) =>
-                    {
-                        ErrorCode::StaleMemberEpoch
-                    }
-                    None => {
+                let refused = held
+                    .as_ref()
+                    .and_then(|h| h.refuses(&topic, p.partition_index));
+                let e = match (error, refused) {
+                    (Some(e), _) => e,
+                    (None, _) if metadata.len() > max_metadata => ErrorCode::OffsetMetadataTooLarge,
+                    (None, Some(e)) => e,
+                    (None, None) => {
                         let value = OffsetValue {
                             offset: p.committed_offset,
                             leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },

@@ -546,6 +546,34 @@ fn an_older_member_epoch_commits_the_partitions_held_since_then() {
 }
 
 #[test]
+fn transactional_commits_follow_kafka_validation() {
+    let mut h = H::new(topics(&[("t", 2)]));
+    let mut c = Client::new("g", "m", &["t"]);
+    settle(&mut h, std::slice::from_mut(&mut c));
+    let epoch = c.epoch;
+    assert_eq!(
+        h.txn_commit("g", "m", None, epoch, ("t", 0, 5)),
+        ErrorCode::None
+    );
+    // A producer that sends only the group id (no member, generation -1, no instance) may
+    // commit into a group with members, as Kafka allows.
+    assert_eq!(
+        h.txn_commit("g", "", None, -1, ("t", 1, 6)),
+        ErrorCode::None
+    );
+    // With an instance id it must be a member.
+    assert_eq!(
+        h.txn_commit("g", "", Some("i"), -1, ("t", 1, 7)),
+        ErrorCode::UnknownMemberId
+    );
+    assert_eq!(
+        h.txn_commit("g", "m", None, epoch + 1, ("t", 0, 8)),
+        ErrorCode::StaleMemberEpoch
+    );
+    h.check_replay();
+}
+
+#[test]
 fn list_and_describe_report_the_group_type() {
     let mut h = H::new(topics(&[("t", 1)]));
     let mut c = Client::new("cg", "m", &["t"]);

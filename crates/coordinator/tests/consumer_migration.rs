@@ -137,6 +137,7 @@ fn non_empty_classic_group_upgrades_online_and_downgrades_back() {
     let mut b = ClassicClient::new("g", &["t"]);
     classic_round(&mut h, &mut [&mut a, &mut b]);
     assert_disjoint_cover(vec![a.owned_set(), b.owned_set()], 6);
+    let (g0, a_before) = (a.generation, a.owned_set());
 
     // A consumer-protocol member joins: the group is upgraded with a and b as classic members.
     let mut c = Client::new("g", "c", &["t"]);
@@ -159,8 +160,29 @@ fn non_empty_classic_group_upgrades_online_and_downgrades_back() {
         .iter()
         .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
         .collect();
-    assert_disjoint_cover(vec![a.owned_set(), b.owned_set(), c_owned], 6);
+    assert_disjoint_cover(vec![a.owned_set(), b.owned_set(), c_owned.clone()], 6);
     assert_eq!(h.describe("g").group_state.as_str(), "Stable");
+    // Commits of a classic member (Kafka 4.4): its generation, exactly; an older one only for
+    // the partitions it holds since then (KIP-1251), else ILLEGAL_GENERATION.
+    let a_id = a.member_id.clone();
+    let a_now = h.c.consumer_groups().group("g").unwrap().members[&a_id].epoch;
+    assert!(a_now > g0, "the classic member rejoined after the upgrade");
+    let (_, kept) = a
+        .owned_set()
+        .into_iter()
+        .find(|tp| a_before.contains(tp))
+        .expect("the sticky assignor lets a keep some of its partitions");
+    let (_, elsewhere) = c_owned[0];
+    assert_eq!(h.commit("g", &a_id, a_now, "t", kept, 1), ErrorCode::None);
+    assert_eq!(h.commit("g", &a_id, g0, "t", kept, 2), ErrorCode::None);
+    assert_eq!(
+        h.commit("g", &a_id, g0, "t", elsewhere, 3),
+        ErrorCode::IllegalGeneration
+    );
+    assert_eq!(
+        h.commit("g", &a_id, a_now + 1, "t", kept, 4),
+        ErrorCode::IllegalGeneration
+    );
     h.check_replay();
 
     // The last consumer-protocol member leaves: back to a classic group that rebalances.

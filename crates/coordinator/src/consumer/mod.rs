@@ -71,14 +71,20 @@ pub struct ConsumerGroups {
     regexes: HashMap<String, TopicRegex>,
 }
 
-/// The partitions (by topic name) a member committing with an older epoch may commit.
-pub(crate) struct HeldPartitions(std::collections::HashSet<(String, i32)>);
+/// The partitions (by topic name) a member committing with an older epoch may commit, and
+/// the error the others get (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic member).
+pub(crate) struct HeldPartitions(std::collections::HashSet<(String, i32)>, ErrorCode);
 
 impl HeldPartitions {
-    pub(crate) fn allows(&self, topic: &str, partition: i32) -> bool {
-        self.0.contains(&(topic.to_string(), partition))
+    /// None when `partition` may be committed, else its error.
+    pub(crate) fn refuses(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
+        (!self.0.contains(&(topic.to_string(), partition))).then_some(self.1)
     }
 }
+
+/// A commit with an older member epoch: the partitions held since that epoch, and the error
+/// of the others.
+pub(crate) type OlderEpochCommit = (Vec<(TopicId, i32)>, ErrorCode);
 
 /// A heartbeat failure: the error and Kafka's message for it.
 type HbError = (ErrorCode, String);
@@ -1215,21 +1221,23 @@ impl GroupCoordinator {
         &mut self,
         gid: &str,
         member_id: &str,
+        instance_id: Option<&str>,
         epoch: i32,
         transactional: bool,
         api_version: i16,
     ) -> Option<(Option<ErrorCode>, Option<HeldPartitions>)> {
         let g = self.consumer.groups.get(gid)?;
-        match g.validate_offset_commit(member_id, epoch, transactional, api_version) {
+        match g.validate_offset_commit(member_id, instance_id, epoch, transactional, api_version) {
             Err(e) => Some((Some(e), None)),
             Ok(held) => {
-                let held = held.map(|parts| {
+                let held = held.map(|(parts, refusal)| {
                     let topics = &self.consumer.topics;
                     HeldPartitions(
                         parts
                             .into_iter()
                             .filter_map(|(t, p)| topics.by_id(&t).map(|i| (i.name.clone(), p)))
                             .collect(),
+                        refusal,
                     )
                 });
                 self.consumer_offsets_holder(gid);
@@ -1541,46 +1549,49 @@ pub fn group_type_name(consumer: bool) -> &'static str {
 
 impl ConsumerGroup {
     /// Kafka's `validateOffsetCommit` for consumer groups. `Ok(None)`: every partition may
-    /// be committed; `Ok(Some(held))`: an older member epoch (KIP-1251) may commit only the
-    /// partitions the member holds since that epoch or earlier (the others get
-    /// STALE_MEMBER_EPOCH).
+    /// be committed; `Ok(Some((held, error)))`: an older member epoch (KIP-1251) may commit
+    /// only the partitions the member holds since that epoch or earlier; the others get
+    /// `error` (STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a classic member).
     pub(crate) fn validate_offset_commit(
         &self,
         member_id: &str,
+        instance_id: Option<&str>,
         epoch: i32,
         transactional: bool,
         api_version: i16,
-    ) -> Result<Option<Vec<(TopicId, i32)>>, ErrorCode> {
+    ) -> Result<Option<OlderEpochCommit>, ErrorCode> {
         if epoch < 0 && self.members.is_empty() {
+            return Ok(None);
+        }
+        // A transactional producer that sends only the group id (no member metadata).
+        if transactional && epoch == -1 && member_id.is_empty() && instance_id.is_none() {
             return Ok(None);
         }
         let Some(m) = self.members.get(member_id) else {
             return Err(ErrorCode::UnknownMemberId);
         };
-        if m.uses_classic() {
-            // A classic member commits with its generation, exactly.
-            return if epoch == m.epoch {
-                Ok(None)
-            } else {
-                Err(ErrorCode::IllegalGeneration)
-            };
-        }
-        if !transactional && api_version < 9 {
+        if !transactional && !m.uses_classic() && api_version < 9 {
             return Err(ErrorCode::UnsupportedVersion);
         }
+        let stale = if m.uses_classic() {
+            ErrorCode::IllegalGeneration
+        } else {
+            ErrorCode::StaleMemberEpoch
+        };
         match epoch.cmp(&m.epoch) {
             std::cmp::Ordering::Equal => Ok(None),
-            std::cmp::Ordering::Greater => Err(ErrorCode::StaleMemberEpoch),
+            std::cmp::Ordering::Greater => Err(stale),
             // The member has not heard of its newer epoch yet: what it held then, it still
             // holds, and may commit.
-            std::cmp::Ordering::Less => Ok(Some(
+            std::cmp::Ordering::Less => Ok(Some((
                 m.assigned
                     .iter()
                     .chain(m.pending_revocation.iter())
                     .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
                     .filter(|tp| m.epochs.get(tp).is_some_and(|e| *e <= epoch))
                     .collect(),
-            )),
+                stale,
+            ))),
         }
     }
 

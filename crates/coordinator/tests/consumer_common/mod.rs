@@ -315,6 +315,44 @@ impl H {
         }
     }
 
+    /// Commits one offset in a transaction (TxnOffsetCommit v3, with member fields).
+    pub fn txn_commit(
+        &mut self,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        epoch: i32,
+        (topic, p, offset): (&str, i32, i64),
+    ) -> ErrorCode {
+        use protocol::messages::txn_offset_commit_request::{
+            TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+        };
+        let t = self.token(3);
+        let ctx = self.ctx(t, 3);
+        let mut req = TxnOffsetCommitRequest::default();
+        req.transactional_id = TransactionalId(sb("tx"));
+        req.group_id = GroupId(sb(group));
+        req.producer_id = ProducerId(1);
+        req.member_id = sb(member);
+        req.group_instance_id = instance.map(sb);
+        req.generation_id = epoch;
+        let mut rp = TxnOffsetCommitRequestPartition::default();
+        rp.partition_index = p;
+        rp.committed_offset = offset;
+        let mut rt = TxnOffsetCommitRequestTopic::default();
+        rt.name = TopicName(sb(topic));
+        rt.partitions = vec![rp];
+        req.topics = vec![rt];
+        let out = self.c.txn_offset_commit(&ctx, req, self.now);
+        self.absorb(out);
+        match self.answers.get(&t) {
+            Some(ResponseKind::TxnOffsetCommit(r)) => {
+                ErrorCode::from_code(r.topics[0].partitions[0].error_code)
+            }
+            other => panic!("no txn commit response: {other:?}"),
+        }
+    }
+
     /// Fetches one committed offset (OffsetFetch v9 with member fields).
     pub fn fetch(
         &mut self,

@@ -11,7 +11,7 @@ use crate::handlers::{self, admin, configs, Ctx, Reply};
 use crate::state::BrokerState;
 use bytes::{Bytes, BytesMut};
 use controller::{
-    ControllerError, HeartbeatReply, Origin, RegisterBroker, Reply as CReply, Request,
+    ControllerError, HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply as CReply, Request,
 };
 use model::cluster::SecurityProtocol;
 use model::ErrorCode;
@@ -140,6 +140,86 @@ async fn broker_heartbeat(state: Arc<BrokerState>, req: BrokerHeartbeatRequest) 
             .with_is_fenced(reply.is_fenced)
             .with_should_shut_down(reply.should_shut_down),
     )
+}
+
+/// AlterPartition (v2+: topics by id): a partition leader's ISR changes, decided by the
+/// controller with Kafka's checks; answered once committed.
+async fn alter_partition(
+    state: Arc<BrokerState>,
+    req: AlterPartitionRequest,
+    version: i16,
+) -> ResponseKind {
+    use protocol::messages::alter_partition_response::{PartitionData, TopicData};
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let changes = t
+                .partitions
+                .iter()
+                .map(|p| IsrChange {
+                    partition: p.partition_index,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: if version >= 3 {
+                        p.new_isr_with_epochs
+                            .iter()
+                            .map(|b| (b.broker_id.0, b.broker_epoch))
+                            .collect()
+                    } else {
+                        p.new_isr.iter().map(|b| (b.0, -1)).collect()
+                    },
+                    leader_recovery_state: p.leader_recovery_state,
+                })
+                .collect();
+            (handlers::from_uuid(t.topic_id), changes)
+        })
+        .collect();
+    let request = Request::AlterPartition {
+        broker_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+        topics,
+    };
+    let result = match submit(&state, request).await {
+        Ok(CReply::AlterPartition(r)) => r,
+        other => Err(not_controller(&other)),
+    };
+    let per_topic = match result {
+        Ok(r) => r,
+        Err(e) => {
+            return ResponseKind::AlterPartition(
+                AlterPartitionResponse::default().with_error_code(handlers::code(e.code)),
+            )
+        }
+    };
+    let topics = req
+        .topics
+        .iter()
+        .zip(per_topic)
+        .map(|(t, results)| {
+            let partitions = t
+                .partitions
+                .iter()
+                .zip(results)
+                .map(|(p, r)| {
+                    let out = PartitionData::default().with_partition_index(p.partition_index);
+                    match r {
+                        Ok(reg) => out
+                            .with_leader_id(BrokerId(reg.leader))
+                            .with_leader_epoch(reg.leader_epoch)
+                            .with_isr(reg.isr.iter().map(|b| BrokerId(*b)).collect())
+                            .with_leader_recovery_state(0)
+                            .with_partition_epoch(reg.partition_epoch),
+                        Err(e) => out.with_error_code(handlers::code(e.code)),
+                    }
+                })
+                .collect();
+            TopicData::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::AlterPartition(AlterPartitionResponse::default().with_topics(topics))
 }
 
 async fn allocate_producer_ids(
@@ -380,6 +460,9 @@ pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc
         })),
         RequestKind::AllocateProducerIds(r) => Reply::Later(Box::pin(async move {
             ctx.encode(allocate_producer_ids(state, r).await)
+        })),
+        RequestKind::AlterPartition(r) => Reply::Later(Box::pin(async move {
+            ctx.encode(alter_partition(state, r, v).await)
         })),
         RequestKind::DescribeQuorum(_) => Reply::Later(Box::pin(async move {
             ctx.encode(ResponseKind::DescribeQuorum(

@@ -125,6 +125,22 @@ pub struct HeartbeatReply {
     pub should_shut_down: bool,
 }
 
+/// One partition's ISR change proposed by its leader (AlterPartition, API 56, v2+: topics by
+/// id, as Kafka 4 accepts them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrChange {
+    pub partition: i32,
+    /// The leader epoch the leader acts in.
+    pub leader_epoch: i32,
+    /// The partition epoch the proposal was based on.
+    pub partition_epoch: i32,
+    /// The proposed ISR, each member with the broker epoch the leader saw for it (-1: not
+    /// checked, as AlterPartition v2 sends it).
+    pub new_isr: Vec<(NodeId, i64)>,
+    /// KIP-704's leader recovery state: 0 RECOVERED, 1 RECOVERING.
+    pub leader_recovery_state: i8,
+}
+
 /// A request to the controller.
 #[derive(Clone, Debug)]
 pub enum Request {
@@ -159,6 +175,12 @@ pub enum Request {
         broker_id: NodeId,
         broker_epoch: i64,
     },
+    /// ISR changes from a partition leader (Kafka's AlterPartition).
+    AlterPartition {
+        broker_id: NodeId,
+        broker_epoch: i64,
+        topics: Vec<(TopicId, Vec<IsrChange>)>,
+    },
 }
 
 /// The answer to a [`Request`], one result per item where the request has several.
@@ -174,6 +196,11 @@ pub enum Reply {
     BrokerHeartbeat(Result<HeartbeatReply, ControllerError>),
     /// (first producer id, block length)
     AllocateProducerIds(Result<(i64, i64), ControllerError>),
+    /// Per topic, per partition (in request order): the partition's registration after the
+    /// change, or why it was refused. The outer error is the request's (STALE_BROKER_EPOCH).
+    AlterPartition(
+        Result<Vec<Vec<Result<PartitionRegistration, ControllerError>>>, ControllerError>,
+    ),
 }
 
 /// Records to propose (already applied to the speculative image) and what to answer once they
@@ -456,6 +483,16 @@ impl Controller {
                 &mut records,
                 broker_id,
                 broker_epoch,
+            )),
+            Request::AlterPartition {
+                broker_id,
+                broker_epoch,
+                topics,
+            } => Reply::AlterPartition(self.alter_partition(
+                &mut records,
+                broker_id,
+                broker_epoch,
+                topics,
             )),
         };
         Ok(self.finish(records, reply))
@@ -1136,6 +1173,193 @@ impl Controller {
             },
         );
         Ok((start, len))
+    }
+
+    /// AlterPartition as Kafka's controller decides it: the request's broker epoch must be the
+    /// registered one (else STALE_BROKER_EPOCH for all of it); each partition's change is
+    /// checked on its own (see [`Controller::check_isr_change`]) and, when valid, written as a
+    /// PartitionChange with the partition epoch bumped (the leader and its epoch stay).
+    fn alter_partition(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        broker_id: NodeId,
+        broker_epoch: i64,
+        topics: Vec<(TopicId, Vec<IsrChange>)>,
+    ) -> Result<Vec<Vec<Result<PartitionRegistration, ControllerError>>>, ControllerError> {
+        match self.speculative.brokers.get(&broker_id) {
+            None => {
+                return Err(ControllerError::new(
+                    ErrorCode::StaleBrokerEpoch,
+                    format!("No broker registration found for broker {broker_id}"),
+                ))
+            }
+            Some(b) if b.epoch != broker_epoch => {
+                return Err(ControllerError::new(
+                    ErrorCode::StaleBrokerEpoch,
+                    format!(
+                        "Expected broker epoch {}, but got broker epoch {broker_epoch}",
+                        b.epoch
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let mut out = Vec::with_capacity(topics.len());
+        for (topic_id, changes) in topics {
+            let Some(topic) = self.speculative.topic_by_id(topic_id).cloned() else {
+                let e = ControllerError::new(
+                    ErrorCode::UnknownTopicId,
+                    format!("Unknown topic id {}", format_id(topic_id)),
+                );
+                out.push(changes.iter().map(|_| Err(e.clone())).collect());
+                continue;
+            };
+            let mut results = Vec::with_capacity(changes.len());
+            for change in changes {
+                let index = change.partition;
+                let current = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i).cloned());
+                let Some(prev) = current else {
+                    results.push(Err(ControllerError::new(
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("Unknown partition {}-{index}", topic.name),
+                    )));
+                    continue;
+                };
+                if let Err(e) = self.check_isr_change(broker_id, &prev, &change) {
+                    tracing::info!(topic = %topic.name, partition = index, broker = broker_id,
+                        error = %e, "refusing an ISR change");
+                    results.push(Err(e));
+                    continue;
+                }
+                let mut next = prev.clone();
+                next.isr = change.new_isr.iter().map(|(id, _)| *id).collect();
+                if next.isr == prev.isr {
+                    // Nothing changes: no record, the current state is the answer.
+                    results.push(Ok(prev));
+                    continue;
+                }
+                self.change_partition(records, &topic, index as usize, &prev, next);
+                let now = self
+                    .speculative
+                    .topic_by_id(topic_id)
+                    .and_then(|t| t.partitions.get(index as usize).cloned());
+                results.push(now.ok_or_else(|| {
+                    ControllerError::new(
+                        ErrorCode::UnknownServerError,
+                        "the ISR change could not be written",
+                    )
+                }));
+            }
+            out.push(results);
+        }
+        Ok(out)
+    }
+
+    /// Kafka's checks of one partition's AlterPartition data, in Kafka's order: a leader or
+    /// partition epoch newer than this controller knows is NOT_CONTROLLER (this node is
+    /// probably behind); an older leader epoch is FENCED_LEADER_EPOCH; a request from a
+    /// broker that is not the leader is INVALID_REQUEST; an older partition epoch is
+    /// INVALID_UPDATE_VERSION; an ISR that is not a duplicate-free subset of the replicas, or
+    /// leaves out the leader, is INVALID_REQUEST (so is RECOVERING, which Moldau's unclean
+    /// elections never set); an ISR member that is unregistered, fenced, shutting down or of
+    /// another broker epoch than the leader saw is INELIGIBLE_REPLICA.
+    fn check_isr_change(
+        &self,
+        broker_id: NodeId,
+        prev: &PartitionRegistration,
+        change: &IsrChange,
+    ) -> Result<(), ControllerError> {
+        let refuse = |code, message: String| Err(ControllerError::new(code, message));
+        if change.leader_epoch > prev.leader_epoch || change.partition_epoch > prev.partition_epoch
+        {
+            return refuse(
+                ErrorCode::NotController,
+                format!(
+                    "The request's epochs (leader {}, partition {}) are newer than this controller's ({}, {}).",
+                    change.leader_epoch, change.partition_epoch, prev.leader_epoch, prev.partition_epoch
+                ),
+            );
+        }
+        if change.leader_epoch < prev.leader_epoch {
+            return refuse(
+                ErrorCode::FencedLeaderEpoch,
+                format!(
+                    "The current leader epoch is {}, not {}.",
+                    prev.leader_epoch, change.leader_epoch
+                ),
+            );
+        }
+        if broker_id != prev.leader {
+            return refuse(
+                ErrorCode::InvalidRequest,
+                format!("The current leader is {}, not {broker_id}.", prev.leader),
+            );
+        }
+        if change.partition_epoch < prev.partition_epoch {
+            return refuse(
+                ErrorCode::InvalidUpdateVersion,
+                format!(
+                    "The current partition epoch is {}, not {}.",
+                    prev.partition_epoch, change.partition_epoch
+                ),
+            );
+        }
+        let ids: Vec<NodeId> = change.new_isr.iter().map(|(id, _)| *id).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        if ids.is_empty()
+            || !ids
+                .iter()
+                .all(|r| seen.insert(*r) && prev.replicas.contains(r))
+        {
+            return refuse(
+                ErrorCode::InvalidRequest,
+                format!("Invalid ISR {ids:?} for replicas {:?}.", prev.replicas),
+            );
+        }
+        if !ids.contains(&prev.leader) {
+            return refuse(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "The ISR {ids:?} does not include the leader {}.",
+                    prev.leader
+                ),
+            );
+        }
+        if change.leader_recovery_state != 0 {
+            return refuse(
+                ErrorCode::InvalidRequest,
+                "The leader recovery state cannot change from RECOVERED to RECOVERING.".into(),
+            );
+        }
+        let ineligible: Vec<String> = change
+            .new_isr
+            .iter()
+            .filter_map(|(id, epoch)| {
+                let why = match self.speculative.brokers.get(id) {
+                    None => "not registered".to_string(),
+                    Some(b) if b.in_controlled_shutdown => "shutting down".to_string(),
+                    Some(b) if b.fenced => "fenced".to_string(),
+                    Some(b) if *epoch != -1 && b.epoch != *epoch => format!(
+                        "broker epoch mismatch: requested={epoch} VS expected={}",
+                        b.epoch
+                    ),
+                    Some(_) => return None,
+                };
+                Some(format!("{id} ({why})"))
+            })
+            .collect();
+        if !ineligible.is_empty() {
+            return refuse(
+                ErrorCode::IneligibleReplica,
+                format!(
+                    "Ineligible replicas in the new ISR: {}.",
+                    ineligible.join(", ")
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// A broker is fenced, shutting down or restarting: take it out of every ISR it is in

@@ -29,7 +29,7 @@ pub mod policy;
 
 pub use controller::{
     ConfigChange, ConfigResource, Controller, ControllerConfig, CreatedTopic, Decision,
-    HeartbeatReply, Origin, RegisterBroker, Reply, Request, TopicRef, TopicSpec,
+    HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request, TopicRef, TopicSpec,
 };
 
 use model::ErrorCode;

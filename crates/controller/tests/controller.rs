@@ -1,9 +1,12 @@
 //! The controller state machine on its own: decisions against the speculative image, commits,
-//! leadership loss, registration and fencing, leader elections, placement.
+//! leadership loss, registration and fencing, leader elections, placement, ISR changes
+//! (AlterPartition).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use controller::{Controller, ControllerConfig, Origin, RegisterBroker, Reply, Request, TopicSpec};
-use metadata::{Endpoint, MetadataDelta, MetadataImage, MetadataRecord};
+use controller::{
+    Controller, ControllerConfig, IsrChange, Origin, RegisterBroker, Reply, Request, TopicSpec,
+};
+use metadata::{Endpoint, MetadataDelta, MetadataImage, MetadataRecord, PartitionRegistration};
 use model::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -345,5 +348,329 @@ fn producer_id_blocks_never_overlap() {
     });
     assert!(
         matches!(&r, Reply::AllocateProducerIds(Err(e)) if e.code == ErrorCode::StaleBrokerEpoch)
+    );
+}
+
+type AlterResult =
+    Result<Vec<Vec<Result<PartitionRegistration, controller::ControllerError>>>, ErrorCode>;
+
+/// AlterPartition for partition `p` of `topic` from `broker` (id, epoch), naming `epochs`
+/// (leader epoch, partition epoch) and the new ISR with the broker epochs it saw.
+fn alter(
+    h: &mut Harness,
+    broker: (i32, i64),
+    topic: &str,
+    p: i32,
+    epochs: (i32, i32),
+    isr: &[(i32, i64)],
+) -> AlterResult {
+    let id = h.c.speculative().topic(topic).unwrap().id;
+    let r = h.call(Request::AlterPartition {
+        broker_id: broker.0,
+        broker_epoch: broker.1,
+        topics: vec![(
+            id,
+            vec![IsrChange {
+                partition: p,
+                leader_epoch: epochs.0,
+                partition_epoch: epochs.1,
+                new_isr: isr.to_vec(),
+                leader_recovery_state: 0,
+            }],
+        )],
+    });
+    let Reply::AlterPartition(r) = r else {
+        panic!("{r:?}")
+    };
+    r.map_err(|e| e.code)
+}
+
+/// The one partition's outcome of an [`alter`].
+fn outcome(r: AlterResult) -> Result<PartitionRegistration, ErrorCode> {
+    r?.remove(0).remove(0).map_err(|e| e.code)
+}
+
+/// Three brokers and topic `t` with one partition on all three; returns the brokers' epochs.
+fn three_replicas(h: &mut Harness) -> BTreeMap<i32, i64> {
+    let epochs: BTreeMap<i32, i64> = (1..=3).map(|id| (id, h.register(id, None))).collect();
+    assert_eq!(h.create("t", 1, 3), Ok(()));
+    h.commit_all();
+    epochs
+}
+
+#[test]
+fn alter_partition_changes_the_isr_of_a_leader_in_its_epochs() {
+    let mut h = Harness::new(config());
+    let e = three_replicas(&mut h);
+    let p = h.image.topic("t").unwrap().partitions[0].clone();
+    let leader = p.leader;
+    let others: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| *r != leader)
+        .collect();
+    // Shrink to the leader and one follower.
+    let isr = [(leader, e[&leader]), (others[0], e[&others[0]])];
+    let r = outcome(alter(
+        &mut h,
+        (leader, e[&leader]),
+        "t",
+        0,
+        (p.leader_epoch, p.partition_epoch),
+        &isr,
+    ))
+    .unwrap();
+    assert_eq!(r.isr, vec![leader, others[0]]);
+    assert_eq!(
+        (r.leader, r.leader_epoch),
+        (leader, p.leader_epoch),
+        "the leader and its epoch stay"
+    );
+    assert_eq!(r.partition_epoch, p.partition_epoch + 1);
+    h.commit_all();
+    assert_eq!(
+        h.image.topic("t").unwrap().partitions[0],
+        r,
+        "committed as answered"
+    );
+    // The same ISR again: nothing to write, the current state is the answer.
+    let again = outcome(alter(
+        &mut h,
+        (leader, e[&leader]),
+        "t",
+        0,
+        (r.leader_epoch, r.partition_epoch),
+        &isr,
+    ))
+    .unwrap();
+    assert_eq!(again, r);
+    assert!(h.queue.is_empty(), "no record for an unchanged ISR");
+    // Expand back to all three; -1 skips the broker-epoch check (AlterPartition v2).
+    let all = [(leader, -1), (others[0], -1), (others[1], -1)];
+    let r2 = outcome(alter(
+        &mut h,
+        (leader, e[&leader]),
+        "t",
+        0,
+        (r.leader_epoch, r.partition_epoch),
+        &all,
+    ))
+    .unwrap();
+    assert_eq!(r2.isr.len(), 3);
+    assert_eq!(r2.partition_epoch, r.partition_epoch + 1);
+    h.commit_all();
+    // The change based on the old partition epoch is refused now.
+    assert_eq!(
+        outcome(alter(
+            &mut h,
+            (leader, e[&leader]),
+            "t",
+            0,
+            (r.leader_epoch, r.partition_epoch),
+            &isr
+        )),
+        Err(ErrorCode::InvalidUpdateVersion)
+    );
+    assert!(h.queue.is_empty(), "a refused change writes nothing");
+}
+
+#[test]
+fn alter_partition_refusals_are_kafkas() {
+    let mut h = Harness::new(config());
+    let e = three_replicas(&mut h);
+    let p = h.image.topic("t").unwrap().partitions[0].clone();
+    let l = p.leader;
+    let f: Vec<i32> = p.replicas.iter().copied().filter(|r| *r != l).collect();
+    let epochs = (p.leader_epoch, p.partition_epoch);
+    let me = (l, e[&l]);
+    let isr = [(l, e[&l]), (f[0], e[&f[0]])];
+    // The requester's broker epoch is stale: the whole request is refused.
+    assert_eq!(
+        alter(&mut h, (l, e[&l] - 1), "t", 0, epochs, &isr).unwrap_err(),
+        ErrorCode::StaleBrokerEpoch
+    );
+    assert_eq!(
+        alter(&mut h, (9, 1), "t", 0, epochs, &isr).unwrap_err(),
+        ErrorCode::StaleBrokerEpoch
+    );
+    // Epochs newer than the controller knows: it is probably not the controller any more.
+    assert_eq!(
+        outcome(alter(&mut h, me, "t", 0, (epochs.0 + 1, epochs.1), &isr)),
+        Err(ErrorCode::NotController)
+    );
+    assert_eq!(
+        outcome(alter(&mut h, me, "t", 0, (epochs.0, epochs.1 + 1), &isr)),
+        Err(ErrorCode::NotController)
+    );
+    // Not the leader.
+    let other = (f[0], e[&f[0]]);
+    assert_eq!(
+        outcome(alter(&mut h, other, "t", 0, epochs, &isr)),
+        Err(ErrorCode::InvalidRequest)
+    );
+    // An ISR without the leader, with a stranger, with a duplicate, or empty.
+    for bad in [
+        vec![(f[0], e[&f[0]])],
+        vec![(l, e[&l]), (7, -1)],
+        vec![(l, e[&l]), (l, e[&l])],
+        vec![],
+    ] {
+        assert_eq!(
+            outcome(alter(&mut h, me, "t", 0, epochs, &bad)),
+            Err(ErrorCode::InvalidRequest),
+            "{bad:?}"
+        );
+    }
+    // A member seen at another broker epoch than it has.
+    assert_eq!(
+        outcome(alter(
+            &mut h,
+            me,
+            "t",
+            0,
+            epochs,
+            &[(l, e[&l]), (f[0], e[&f[0]] + 5)]
+        )),
+        Err(ErrorCode::IneligibleReplica)
+    );
+    // RECOVERING is never set by this controller: going there is refused.
+    let id = h.image.topic("t").unwrap().id;
+    let r = h.call(Request::AlterPartition {
+        broker_id: l,
+        broker_epoch: e[&l],
+        topics: vec![(
+            id,
+            vec![IsrChange {
+                partition: 0,
+                leader_epoch: epochs.0,
+                partition_epoch: epochs.1,
+                new_isr: vec![(l, -1)],
+                leader_recovery_state: 1,
+            }],
+        )],
+    });
+    let Reply::AlterPartition(Ok(r)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        r[0][0].as_ref().unwrap_err().code,
+        ErrorCode::InvalidRequest
+    );
+    // Unknown partition, unknown topic id.
+    assert_eq!(
+        outcome(alter(&mut h, me, "t", 3, epochs, &isr)),
+        Err(ErrorCode::UnknownTopicOrPartition)
+    );
+    let r = h.call(Request::AlterPartition {
+        broker_id: l,
+        broker_epoch: e[&l],
+        topics: vec![(
+            model::TopicId::from_u128(42),
+            vec![IsrChange {
+                partition: 0,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                new_isr: vec![(l, -1)],
+                leader_recovery_state: 0,
+            }],
+        )],
+    });
+    let Reply::AlterPartition(Ok(r)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        r[0][0].as_ref().unwrap_err().code,
+        ErrorCode::UnknownTopicId
+    );
+    assert!(h.queue.is_empty(), "nothing refused was written");
+    assert_eq!(h.c.speculative(), &h.image);
+}
+
+#[test]
+fn a_fenced_broker_is_ineligible_and_leaves_the_isr_and_leaders_come_from_the_isr() {
+    let mut h = Harness::new(config());
+    let e = three_replicas(&mut h);
+    let p = h.image.topic("t").unwrap().partitions[0].clone();
+    let l = p.leader;
+    let f: Vec<i32> = p.replicas.iter().copied().filter(|r| *r != l).collect();
+    // Shrink to [leader, f0]: f1 is out of sync.
+    let r = outcome(alter(
+        &mut h,
+        (l, e[&l]),
+        "t",
+        0,
+        (p.leader_epoch, p.partition_epoch),
+        &[(l, e[&l]), (f[0], e[&f[0]])],
+    ))
+    .unwrap();
+    h.commit_all();
+    // f0 stops heartbeating and is fenced: it leaves the ISR (the leader stays).
+    h.now = 600;
+    h.heartbeat(l, e[&l], false);
+    h.heartbeat(f[1], e[&f[1]], false);
+    h.now = 1300;
+    h.heartbeat(l, e[&l], false);
+    h.heartbeat(f[1], e[&f[1]], false);
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert!(h.image.brokers[&f[0]].fenced);
+    let now = h.image.topic("t").unwrap().partitions[0].clone();
+    assert_eq!((now.leader, now.isr.clone()), (l, vec![l]), "{now:?}");
+    assert_eq!(
+        now.leader_epoch, r.leader_epoch,
+        "the leader did not change"
+    );
+    // The leader cannot add the fenced broker back.
+    assert_eq!(
+        outcome(alter(
+            &mut h,
+            (l, e[&l]),
+            "t",
+            0,
+            (now.leader_epoch, now.partition_epoch),
+            &[(l, -1), (f[0], -1)]
+        )),
+        Err(ErrorCode::IneligibleReplica)
+    );
+    // It adds f1, then it is fenced itself: the new leader comes from the ISR (f1), never
+    // from the fenced f0, which is out of it.
+    let r = outcome(alter(
+        &mut h,
+        (l, e[&l]),
+        "t",
+        0,
+        (now.leader_epoch, now.partition_epoch),
+        &[(l, -1), (f[1], -1)],
+    ))
+    .unwrap();
+    h.commit_all();
+    h.now = 2000;
+    h.heartbeat(f[1], e[&f[1]], false);
+    h.now = 2400;
+    h.heartbeat(f[1], e[&f[1]], false);
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert!(h.image.brokers[&l].fenced);
+    let after = h.image.topic("t").unwrap().partitions[0].clone();
+    assert_eq!(
+        (after.leader, after.isr.clone()),
+        (f[1], vec![f[1]]),
+        "{after:?}"
+    );
+    assert_eq!(after.leader_epoch, r.leader_epoch + 1);
+    // The old leader, with its old leader epoch, is fenced off.
+    assert_eq!(
+        outcome(alter(
+            &mut h,
+            (l, e[&l]),
+            "t",
+            0,
+            (r.leader_epoch, r.partition_epoch),
+            &[(l, -1)]
+        )),
+        Err(ErrorCode::FencedLeaderEpoch)
     );
 }

@@ -544,6 +544,7 @@ pub(super) static MESSAGES: &[Message] = &[
     m(44, "IncrementalAlterConfigs", range(0, 1),    Some(1),  &INCREMENTAL_ALTER_CONFIGS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
     m(55, "DescribeQuorum",          range(0, 2),    Some(0),  &DESCRIBE_QUORUM_REQUEST),
+    m(56, "AlterPartition",          range(2, 3),    Some(0),  &ALTER_PARTITION_REQUEST),
     m(58, "Envelope",                range(0, 0),    Some(0),  &ENVELOPE_REQUEST),
     m(60, "DescribeCluster",         range(0, 2),    Some(0),  &DESCRIBE_CLUSTER_REQUEST),
     m(61, "DescribeProducers",       range(0, 0),    Some(0),  &DESCRIBE_PRODUCERS_REQUEST),
@@ -1240,6 +1241,44 @@ static DESCRIBE_QUORUM_TOPIC: Schema = Schema {
 static DESCRIBE_QUORUM_PARTITION: Schema = Schema {
     fields: &[
         f("partition_index", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+// AlterPartition (api key 56)
+static ALTER_PARTITION_REQUEST: Schema = Schema {
+    fields: &[
+        f("broker_id", ALL, Ty::Int32),
+        f("broker_epoch", ALL, Ty::Int64),
+        f("topics", ALL, Ty::Array(&Ty::Struct(&ALTER_PARTITION_TOPIC))),
+    ],
+    tagged: &[],
+};
+
+static ALTER_PARTITION_TOPIC: Schema = Schema {
+    fields: &[
+        f("topic_id", ALL, Ty::Uuid),
+        f("partitions", ALL, Ty::Array(&Ty::Struct(&ALTER_PARTITION_PARTITION))),
+    ],
+    tagged: &[],
+};
+
+static ALTER_PARTITION_PARTITION: Schema = Schema {
+    fields: &[
+        f("partition_index", ALL, Ty::Int32),
+        f("leader_epoch", ALL, Ty::Int32),
+        f("new_isr", range(0, 2), Ty::Array(&Ty::Int32)),
+        f("new_isr_with_epochs", since(3), Ty::Array(&Ty::Struct(&ALTER_PARTITION_BROKER_STATE))),
+        f("leader_recovery_state", since(1), Ty::Int8),
+        f("partition_epoch", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+static ALTER_PARTITION_BROKER_STATE: Schema = Schema {
+    fields: &[
+        f("broker_id", ALL, Ty::Int32),
+        f("broker_epoch", ALL, Ty::Int64),
     ],
     tagged: &[],
 };

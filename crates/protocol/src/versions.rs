@@ -68,6 +68,7 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::BrokerRegistration, 0, 4),
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AllocateProducerIds, 0, 0),
+    (ApiKey::AlterPartition, 2, 3),
 ];
 
 /// Whether requests of `api` at `version` are served.

@@ -18,7 +18,10 @@
 //!   partition epochs only grow (the leader epoch with every leader change), broker epochs only
 //!   grow;
 //! - every acknowledged change is in the committed image at the offset it was acknowledged
-//!   with.
+//!   with; an accepted ISR change (AlterPartition from a simulated leader, from a possibly
+//!   stale view, sometimes with a stale leader epoch) is exactly the committed registration
+//!   there: same leader and leader epoch, the proposed ISR, every member registered, unfenced
+//!   and not shutting down.
 //!
 //! At the end the network heals, every node restarts, and the cluster must converge: one
 //! active controller, identical images everywhere, and a new topic can be created.
@@ -32,9 +35,10 @@
 )]
 
 use controller::{
-    ConfigChange, ConfigResource, ControllerConfig, Origin, Reply, Request, TopicRef, TopicSpec,
+    ConfigChange, ConfigResource, ControllerConfig, IsrChange, Origin, Reply, Request, TopicRef,
+    TopicSpec,
 };
-use metadata::{Endpoint, MetadataImage};
+use metadata::{Endpoint, MetadataImage, PartitionRegistration};
 use model::{ErrorCode, TopicId};
 use quorum::{MemDisk, MetadataNode, NodeConfig, Token};
 use raft::eraftpb::Message;
@@ -534,6 +538,38 @@ impl Sim {
                     }
                 }
             }
+            (
+                Request::AlterPartition {
+                    broker_id, topics, ..
+                },
+                Reply::AlterPartition(Ok(results)),
+            ) => {
+                for ((topic_id, changes), outcomes) in topics.iter().zip(results) {
+                    for (change, outcome) in changes.iter().zip(outcomes) {
+                        let Ok(reg) = outcome else {
+                            continue;
+                        };
+                        let committed = image.partition(*topic_id, change.partition);
+                        let isr: Vec<i32> = change.new_isr.iter().map(|(b, _)| *b).collect();
+                        let eligible = reg.isr.iter().all(|b| {
+                            image
+                                .brokers
+                                .get(b)
+                                .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+                        });
+                        if committed != Some(reg)
+                            || reg.leader != *broker_id
+                            || reg.leader_epoch != change.leader_epoch
+                            || reg.isr != isr
+                            || !eligible
+                        {
+                            self.fail(format!(
+                                "accepted ISR change {change:?} from {broker_id} answered {reg:?}, committed {committed:?} at offset {offset}"
+                            ));
+                        }
+                    }
+                }
+            }
             (Request::RegisterBroker(r), Reply::RegisterBroker(Ok(epoch)))
                 if image.brokers.get(&r.node_id).map(|b| b.epoch) != Some(*epoch) =>
             {
@@ -551,6 +587,25 @@ impl Sim {
         expect: Expect,
         result: &Result<Reply, controller::ControllerError>,
     ) {
+        if let Ok(Reply::AlterPartition(r)) = result {
+            match r {
+                Ok(topics) => {
+                    for outcome in topics.iter().flatten() {
+                        self.count(match outcome {
+                            Ok(_) => "isr changes accepted",
+                            Err(e) if e.code == ErrorCode::FencedLeaderEpoch => {
+                                "isr changes fenced (stale leader epoch)"
+                            }
+                            Err(e) if e.code == ErrorCode::IneligibleReplica => {
+                                "isr changes with ineligible replicas"
+                            }
+                            Err(_) => "isr changes refused otherwise",
+                        });
+                    }
+                }
+                Err(_) => self.count("isr requests refused (broker epoch)"),
+            }
+        }
         match (expect, result) {
             (Expect::Register(b, incarnation), Ok(Reply::RegisterBroker(Ok(epoch)))) => {
                 let br = &mut self.brokers[b as usize - 1];
@@ -849,9 +904,62 @@ impl Sim {
                         want_shutdown: self.brokers[i].shutting_down,
                     };
                     self.submit(target, request, Expect::Heartbeat(id));
+                    if faults && self.rng.chance(0.3) {
+                        if let Some(request) = self.isr_change(id, e, target) {
+                            self.submit(target, request, Expect::None);
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// An ISR change broker `id` proposes for a partition it leads in what `target` has
+    /// applied (possibly stale): itself plus a random subset of the other replicas, each with
+    /// the broker epoch it saw (or -1), sometimes naming an older leader epoch.
+    fn isr_change(&mut self, id: i32, epoch: i64, target: u64) -> Option<Request> {
+        let image = self.nodes.get(&target)?.node.as_ref()?.image().clone();
+        let led: Vec<(TopicId, i32, PartitionRegistration)> = image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.leader == id)
+                    .map(move |(i, p)| (t.id, i as i32, p.clone()))
+            })
+            .collect();
+        if led.is_empty() {
+            return None;
+        }
+        let (topic_id, index, p) = led[self.rng.below(led.len() as u64) as usize].clone();
+        let mut isr = vec![(id, epoch)];
+        for r in &p.replicas {
+            if *r != id && self.rng.chance(0.6) {
+                let seen = if self.rng.chance(0.5) {
+                    -1
+                } else {
+                    image.brokers.get(r).map_or(-1, |b| b.epoch)
+                };
+                isr.push((*r, seen));
+            }
+        }
+        let stale = i32::from(self.rng.chance(0.1));
+        Some(Request::AlterPartition {
+            broker_id: id,
+            broker_epoch: epoch,
+            topics: vec![(
+                topic_id,
+                vec![IsrChange {
+                    partition: index,
+                    leader_epoch: p.leader_epoch - stale,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: isr,
+                    leader_recovery_state: 0,
+                }],
+            )],
+        })
     }
 
     fn step(&mut self, faults: bool) {

@@ -88,6 +88,8 @@ class Node:
         self.paused = False
         self._log = None
         self._drain: threading.Thread | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self._spawned_at = 0.0
 
     # -- addresses ------------------------------------------------------------------------------
     @property
@@ -102,7 +104,11 @@ class Node:
         if len(c.nodes) == 1:
             args += ["--listen", f"127.0.0.1:{self.port}", "--advertise", self.address]
         else:
-            voters = ",".join(f"{n.id}@127.0.0.1:{n.controller_proxy.listen_port}" for n in c.nodes)
+            # A node names itself at its real controller port (it checks that against what
+            # it binds) and its peers at their proxies.
+            voters = ",".join(
+                f"{n.id}@127.0.0.1:{n.controller_port if n is self else n.controller_proxy.listen_port}"
+                for n in c.nodes)
             settings.update({
                 "node.id": self.id,
                 "process.roles": "broker,controller",
@@ -120,6 +126,14 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, wait_ready: bool = True) -> "Node":
+        """Starts the process and waits for its listen line (and, with `wait_ready`, for an
+        ApiVersions answer)."""
+        self.spawn()
+        return self.wait_started(wait_ready)
+
+    def spawn(self) -> None:
+        """Starts the process without waiting (a quorum's voters wait for each other before
+        they serve, so a cluster spawns every node first)."""
         assert not self.alive(), f"node {self.id} already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = self.args()
@@ -128,11 +142,12 @@ class Node:
         self._log.flush()
         env = dict(os.environ)
         env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=self._log, env=env)
         self.paused = False
-        lines: queue.Queue = queue.Queue()
-        proc, log = self.proc, self._log
+        self._lines = queue.Queue()
+        proc, log, lines = self.proc, self._log, self._lines
 
         def pump():
             # The first line is the listen line; the rest is copied into the log so a chatty
@@ -149,9 +164,12 @@ class Node:
 
         self._drain = threading.Thread(target=pump, daemon=True)
         self._drain.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
+        self._spawned_at = time.monotonic()
+
+    def wait_started(self, wait_ready: bool = True) -> "Node":
+        deadline = self._spawned_at + START_TIMEOUT_S
         try:
-            raw = lines.get(timeout=START_TIMEOUT_S)
+            raw = self._lines.get(timeout=max(0.1, deadline - time.monotonic()))
         except queue.Empty:
             self.kill9()
             raise HarnessError(f"node {self.id} printed no listen line\n{self.log_tail()}")
@@ -256,15 +274,9 @@ class Cluster:
     def start(self) -> "Cluster":
         # Quorum voters wait for each other: start every process first, then wait for each.
         for n in self.nodes:
-            n.start(wait_ready=len(self.nodes) == 1)
+            n.spawn()
         for n in self.nodes:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not api_versions_ok(n.port):
-                if not n.alive():
-                    raise HarnessError(f"node {n.id} exited during startup\n{n.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"node {n.id} not serving\n{n.log_tail()}")
-                time.sleep(0.05)
+            n.wait_started()
         self.log(f"started {len(self.nodes)} node(s)")
         return self
 

@@ -149,24 +149,8 @@ pub fn write_checkpoint(state: &BrokerState) {
 
 /// Writes the checkpoint every `log.flush.offset.checkpoint.interval.ms` until shutdown.
 pub fn spawn_checkpointer(state: &Arc<BrokerState>) {
-    let period =
-        Duration::from_millis(state.config.log_flush_offset_checkpoint_interval_ms.max(10) as u64);
-    let st = state.clone();
-    state.tasks.spawn(async move {
-        let mut ticker = tokio::time::interval(period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        loop {
-            tokio::select! {
-                _ = st.cancel.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            let s = st.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || write_checkpoint(&s)).await {
-                tracing::error!(error = %e, "recovery-point checkpoint task panicked");
-            }
-        }
-    });
+    let period = state.config.log_flush_offset_checkpoint_interval_ms;
+    spawn_periodic_blocking(state, period, "recovery-point checkpoint", write_checkpoint);
 }
 
 /// Whether a probe write and fsync succeed in `dir` (writes that failed for lack of space
@@ -244,7 +228,19 @@ pub fn retry_offline(state: &BrokerState) {
 
 /// Runs [`retry_offline`] every `log.offline.retry.interval.ms` until shutdown.
 pub fn spawn_offline_retry(state: &Arc<BrokerState>) {
-    let period = Duration::from_millis(state.config.log_offline_retry_interval_ms.max(10) as u64);
+    let period = state.config.log_offline_retry_interval_ms;
+    spawn_periodic_blocking(state, period, "offline partition retry", retry_offline);
+}
+
+/// Runs the blocking `job` on the blocking pool every `period_ms` (at least 10 ms), first one
+/// period after the start, until shutdown; a tick missed while a run is slow is skipped.
+fn spawn_periodic_blocking(
+    state: &Arc<BrokerState>,
+    period_ms: i64,
+    what: &'static str,
+    job: fn(&BrokerState),
+) {
+    let period = Duration::from_millis(period_ms.max(10) as u64);
     let st = state.clone();
     state.tasks.spawn(async move {
         let mut ticker = tokio::time::interval(period);
@@ -256,8 +252,8 @@ pub fn spawn_offline_retry(state: &Arc<BrokerState>) {
                 _ = ticker.tick() => {}
             }
             let s = st.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || retry_offline(&s)).await {
-                tracing::error!(error = %e, "offline partition retry panicked");
+            if let Err(e) = tokio::task::spawn_blocking(move || job(&s)).await {
+                tracing::error!(error = %e, "{what} task panicked");
             }
         }
     });

@@ -11,6 +11,7 @@
 //! leader from the same committed image on every broker.
 
 use crate::handlers::{Ctx, Reply};
+use crate::internal_replay::{replay_partition, Replayed};
 use crate::state::BrokerState;
 use bytes::Bytes;
 use coordinator::{
@@ -39,9 +40,6 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// Largest decompressed batch accepted when replaying `__consumer_offsets`.
-const REPLAY_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// The config overrides `__consumer_offsets` always has: compacted (its records are the
 /// latest state per key), with 100 MiB segments as in Kafka.
@@ -261,55 +259,27 @@ impl Groups {
             tracing::error!(partition = p, "{OFFSETS_TOPIC} partition is not hosted");
             return Err(ErrorCode::CoordinatorNotAvailable);
         };
-        let mut offset = partition.log.log_start_offset();
-        let end = partition.high_watermark();
-        let mut records = 0u64;
-        while offset < end {
-            let data = match partition.log.read(offset, 1 << 20, end, true) {
-                Ok(r) => r.data,
-                Err(e) => {
-                    tracing::error!(partition = p, error = %e, "replaying {OFFSETS_TOPIC} failed");
-                    return Err(ErrorCode::CoordinatorLoadInProgress);
-                }
-            };
-            if data.is_empty() {
-                break;
-            }
-            let batches = record::split_batches(&data).map_err(|e| {
-                tracing::error!(partition = p, error = %e, "corrupt batch in {OFFSETS_TOPIC}");
-                ErrorCode::CoordinatorLoadInProgress
-            })?;
-            for batch in batches {
-                let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
-                    .map_err(|e| {
-                        tracing::error!(partition = p, error = %e, "undecodable batch in {OFFSETS_TOPIC}");
-                        ErrorCode::CoordinatorLoadInProgress
-                    })?;
-                offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
-                if header.is_control() {
-                    // A transaction marker: the producer's offsets commit or vanish.
-                    if let Some(m) = record::parse_end_txn_marker(&batch) {
-                        c.complete_txn(header.producer_id, p, m.commit);
-                    }
-                    continue;
-                }
-                let txn = header.is_transactional().then_some(header.producer_id);
-                for r in iter.flatten() {
-                    let Some(key) = r.key else { continue };
-                    records += 1;
-                    let replayed = match txn {
-                        Some(pid) => c.replay_txn(pid, &key, r.value.as_deref()),
-                        None => c.replay(&key, r.value.as_deref()),
-                    };
-                    if let Err(e) = replayed {
-                        tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
-                    }
+        replay_partition(&partition, OFFSETS_TOPIC, p, |entry| match entry {
+            // A transaction marker: the producer's offsets commit or vanish.
+            Replayed::Marker {
+                producer_id,
+                commit,
+            } => c.complete_txn(producer_id, p, commit),
+            Replayed::Record {
+                offset,
+                producer_id,
+                key,
+                value,
+            } => {
+                let replayed = match producer_id {
+                    Some(pid) => c.replay_txn(pid, &key, value.as_deref()),
+                    None => c.replay(&key, value.as_deref()),
+                };
+                if let Err(e) = replayed {
+                    tracing::warn!(partition = p, offset, error = %e, "skipping unreadable {OFFSETS_TOPIC} record");
                 }
             }
-        }
-        if records > 0 {
-            tracing::info!(partition = p, records, "replayed {OFFSETS_TOPIC} partition");
-        }
+        })?;
         c.load_partition(p, now);
         Ok(())
     }

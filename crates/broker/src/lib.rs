@@ -14,6 +14,7 @@ mod controller_api;
 mod controller_link;
 mod groups;
 mod handlers;
+mod internal_replay;
 mod lifecycle;
 mod log_dirs;
 mod memory;

@@ -10,6 +10,7 @@
 //! their leader epoch as coordinator epoch, replaying each when it comes to lead it.
 
 use crate::handlers::{Ctx, Reply};
+use crate::internal_replay::{replay_partition, Replayed};
 use crate::state::BrokerState;
 use crate::txn_markers::MarkerChannel;
 use coordinator::{
@@ -27,9 +28,6 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
-
-/// Largest decompressed batch accepted when replaying `__transaction_state`.
-const REPLAY_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// The config overrides `__transaction_state` always has (Kafka's): compacted, uncompressed,
 /// `transaction.state.log.segment.bytes` segments.
@@ -214,46 +212,17 @@ impl Transactions {
         };
         let mut c = self.lock();
         c.begin_loading(p);
-        let mut offset = partition.log.log_start_offset();
-        let end = partition.high_watermark();
-        let mut records = 0u64;
-        while offset < end {
-            let data = match partition.log.read(offset, 1 << 20, end, true) {
-                Ok(r) => r.data,
-                Err(e) => {
-                    tracing::error!(partition = p, error = %e, "replaying {TXN_TOPIC} failed");
-                    return Err(ErrorCode::CoordinatorLoadInProgress);
-                }
-            };
-            if data.is_empty() {
-                break;
-            }
-            let batches = record::split_batches(&data).map_err(|e| {
-                tracing::error!(partition = p, error = %e, "corrupt batch in {TXN_TOPIC}");
-                ErrorCode::CoordinatorLoadInProgress
-            })?;
-            for batch in batches {
-                let (header, iter) = record::decode_records(&batch, REPLAY_BATCH_BYTES_MAX)
-                    .map_err(|e| {
-                        tracing::error!(partition = p, error = %e, "undecodable batch in {TXN_TOPIC}");
-                        ErrorCode::CoordinatorLoadInProgress
-                    })?;
-                offset = header.next_offset();
-                if header.is_control() {
-                    continue;
-                }
-                for r in iter.flatten() {
-                    let Some(key) = r.key else { continue };
-                    records += 1;
-                    if let Err(e) = c.replay(&key, r.value.as_deref()) {
-                        tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable {TXN_TOPIC} record");
-                    }
+        replay_partition(&partition, TXN_TOPIC, p, |entry| {
+            // The transaction log is never written transactionally: markers carry nothing.
+            if let Replayed::Record {
+                offset, key, value, ..
+            } = entry
+            {
+                if let Err(e) = c.replay(&key, value.as_deref()) {
+                    tracing::warn!(partition = p, offset, error = %e, "skipping unreadable {TXN_TOPIC} record");
                 }
             }
-        }
-        if records > 0 {
-            tracing::info!(partition = p, records, "replayed {TXN_TOPIC} partition");
-        }
+        })?;
         let now = state.clock.now_ms();
         let out = c.load_partition(p, partition.leader_epoch(), now);
         self.process(state, &mut c, out);

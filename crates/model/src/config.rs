@@ -498,6 +498,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "HOST:PORT of the admin HTTP listener (/metrics, /health/*); unset: the client listener's host on a free port; empty: off",
     ),
     broker(
+        "log.format",
+        "human",
+        ConfigType::String,
+        "how the server logs to stderr: human (one readable line per event) or json (one JSON object per line)",
+    ),
+    broker(
         "metrics.partition.series",
         "true",
         ConfigType::Boolean,

@@ -70,13 +70,26 @@ fn server(args: ServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match config.props.get("log.format").map_or("human", |f| f.trim()) {
+        "human" => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        // One JSON object per line: timestamp, level, target, message and the event's fields
+        // (partition, error...), with the fields of the spans it happened in.
+        "json" => tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        other => {
+            eprintln!("moldau: config 'log.format' = {other:?}: expected human or json");
+            return ExitCode::from(2);
+        }
+    }
     raise_open_file_limit();
     match run_server(config) {
         Ok(()) => ExitCode::SUCCESS,

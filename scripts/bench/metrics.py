@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""What metrics cost: produce throughput and broker CPU of a broker built without the metrics
+(BEFORE) against one with them (AFTER), in alternating rounds of the same run; and the time
+and size of a /metrics scrape on a broker with many partitions.
+
+Usage: scripts/bench/metrics.py --before BIN --after BIN [--rounds 3] [--seconds 8]
+                                [--partitions 10000]
+  BEFORE/AFTER are release `moldau` binaries (e.g. the commit before the metrics landed and the
+  one after; build each with `cargo build --release -p moldau`). During AFTER's runs /metrics
+  is scraped once a second, so the cost shown includes serving scrapes.
+Standard library only; `moldau bench produce --json` drives the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+LISTEN_RE = re.compile(r"^moldau: listening on (127\.0\.0\.1:\d+), data in (.+)$")
+ADMIN_RE = re.compile(r"^moldau: admin on (http://\S+)$")
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    def __init__(self, binary: str, settings: dict[str, object]):
+        self.dir = tempfile.mkdtemp(prefix="moldau-metrics-bench-")
+        args = [binary, "server", "--listen", "127.0.0.1:0", "--data-dir", f"{self.dir}/data"]
+        for k, v in settings.items():
+            args += ["--set", f"{k}={v}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        first = self.proc.stdout.readline().strip()
+        m = LISTEN_RE.match(first)
+        if not m:
+            raise SystemExit(f"unexpected first line: {first!r}")
+        self.bootstrap = m.group(1)
+        self.admin = None
+        self.proc.stdout.readable()
+        # The admin line follows at once when the listener is on (both lines are one write).
+        if settings.get("admin.listener") != "":
+            second = self.proc.stdout.readline().strip()
+            a = ADMIN_RE.match(second)
+            self.admin = a.group(1) if a else None
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TCK
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+
+def bench_produce(binary: str, bootstrap: str, seconds: int, extra: list[str]) -> dict:
+    out = subprocess.run([binary, "bench", "produce", "-b", bootstrap, "-d", str(seconds), "--json",
+                          "--progress-interval", "0", *extra],
+                         capture_output=True, text=True, timeout=seconds * 10 + 60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def scrape(url: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+        body = r.read()
+    return time.perf_counter() - t0, len(body)
+
+
+def loopback_ceiling_mb_s(total: int = 1 << 30) -> float:
+    """One TCP stream over loopback, 64 KiB writes: the machine's own limit for this path."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def sink():
+        c, _ = srv.accept()
+        while c.recv(1 << 20):
+            pass
+        c.close()
+
+    t = threading.Thread(target=sink)
+    t.start()
+    s = socket.create_connection(srv.getsockname())
+    chunk = b"\0" * 65536
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < total:
+        s.sendall(chunk)
+        sent += len(chunk)
+    s.close()
+    t.join()
+    srv.close()
+    return total / (time.perf_counter() - t0) / 1e6
+
+
+LOADS = {
+    # Many small requests: per-request costs (counting, timing) weigh the most.
+    "100 B, acks=1, linger 0 (many small requests)":
+        ["-s", "100", "--acks", "1", "--linger-ms", "0", "-p", "4", "--producers", "2"],
+    # Batched throughput.
+    "100 B, acks=all, batched": ["-s", "100", "--acks", "all", "-p", "4", "--producers", "2"],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", required=True)
+    ap.add_argument("--after", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--partitions", type=int, default=10000)
+    args = ap.parse_args()
+
+    print(f"== machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"loopback TCP ceiling (same run): {loopback_ceiling_mb_s():.0f} MB/s")
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(args.rounds):
+        for name, binary in (("before", args.before), ("after", args.after)):
+            for load, extra in LOADS.items():
+                server = Server(binary, {})
+                stop = threading.Event()
+                scrapes = []
+                if server.admin and name == "after":
+                    def scraper():
+                        while not stop.wait(1.0):
+                            scrapes.append(scrape(server.admin)[0])
+                    threading.Thread(target=scraper, daemon=True).start()
+                cpu0 = server.cpu_seconds()
+                res = bench_produce(binary, server.bootstrap, args.seconds, extra)
+                cpu = server.cpu_seconds() - cpu0
+                stop.set()
+                server.stop()
+                rps = res.get("records_per_sec") or res.get("records_per_second") or 0.0
+                records = res.get("records") or rps * args.seconds
+                results.setdefault((load, name), []).append((rps, cpu / max(records, 1) * 1e6))
+                print(f"round {r + 1} {name:6} {load}: {rps:,.0f} records/s, broker "
+                      f"{cpu / max(records, 1) * 1e6:.2f} CPU-s per million records"
+                      + (f", {len(scrapes)} scrapes" if scrapes else ""), flush=True)
+    print("\n| load | before: records/s (median) | after: records/s (median) | after / before | "
+          "broker CPU-s per M records before / after |")
+    print("|---|---|---|---|---|")
+    for load in LOADS:
+        b = results[(load, "before")]
+        a = results[(load, "after")]
+        mb, ma = statistics.median(x[0] for x in b), statistics.median(x[0] for x in a)
+        cb, ca = statistics.median(x[1] for x in b), statistics.median(x[1] for x in a)
+        print(f"| {load} | {mb:,.0f} | {ma:,.0f} | {ma / mb * 100:.1f}% | {cb:.2f} / {ca:.2f} |")
+
+    # Scrape time and size with many partitions.
+    for series in ("true", "false"):
+        server = Server(args.after, {"max.broker.partitions": args.partitions + 100,
+                                     "metrics.partition.series": series})
+        try:
+            subprocess.run([args.after, "topic", "create", "big", "-p", str(args.partitions), "-b", server.bootstrap,
+                            "--timeout-ms", "600000"], check=True, capture_output=True, timeout=900)
+            hosted = 0
+            deadline = time.monotonic() + 600
+            while hosted < args.partitions and time.monotonic() < deadline:
+                body = urllib.request.urlopen(server.admin + "/metrics", timeout=60).read().decode()
+                m = re.search(r"^moldau_partitions (\d+)", body, re.M)
+                hosted = int(m.group(1)) if m else 0
+            times = []
+            size = 0
+            for _ in range(5):
+                t, size = scrape(server.admin)
+                times.append(t)
+            print(f"\n/metrics with {hosted} partitions, metrics.partition.series={series}: "
+                  f"{size / 1e6:.2f} MB, scrape time median {statistics.median(times) * 1000:.0f} ms "
+                  f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -232,6 +232,18 @@ def test_health_and_admin_listener_settings(brokers, moldau_bin, tmp_path):
             assert http_get(default.admin_url() + "/health/live")[0] == 200
     assert p.flush(20) == 0
 
+    # A consumer at the end of the log with a long fetch.wait.max.ms parks its Fetch.
+    from confluent_kafka import TopicPartition as CTP
+    c = clients.confluent_consumer(default.bootstrap, **{"fetch.wait.max.ms": 5000})
+    try:
+        c.assign([CTP("busy", 0, 2000)])
+        def parked():
+            c.poll(0.05)
+            return scrape(default.admin_url()).get("moldau_delayed_operations", kind="fetch") >= 1
+        wait_for("a parked fetch", parked)
+    finally:
+        c.close()
+
 
 def test_ready_only_once_partitions_are_loaded(brokers):
     """/health/ready answers 503 "starting" while a restarted broker opens its 600 partitions

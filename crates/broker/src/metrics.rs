@@ -95,8 +95,29 @@ impl Drop for ConnectionGuard {
     }
 }
 
+/// Requests parked until something happens (Kafka's purgatories).
+#[derive(Clone, Copy, Debug)]
+pub enum Delayed {
+    /// acks=all produce waiting for its batches to be durable.
+    Produce = 0,
+    /// Fetch long-poll waiting for min.bytes or max.wait.ms.
+    Fetch = 1,
+}
+const DELAYED_NAMES: [&str; 2] = ["produce", "fetch"];
+
+/// Counts a delayed operation as waiting until dropped.
+#[derive(Debug)]
+pub struct DelayedGuard(Delayed);
+
+impl Drop for DelayedGuard {
+    fn drop(&mut self) {
+        METRICS.delayed[self.0 as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The process-wide broker counters (see the module docs).
 pub struct BrokerMetrics {
+    delayed: [std::sync::atomic::AtomicI64; 2],
     requests: [AtomicU64; API_SLOTS * VERSION_SLOTS],
     errors: [AtomicU64; API_SLOTS * CODE_SLOTS],
     latency: [[Histogram; PHASES]; API_SLOTS],
@@ -105,6 +126,7 @@ pub struct BrokerMetrics {
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
+    delayed: [const { std::sync::atomic::AtomicI64::new(0) }; 2],
     requests: [const { AtomicU64::new(0) }; API_SLOTS * VERSION_SLOTS],
     errors: [const { AtomicU64::new(0) }; API_SLOTS * CODE_SLOTS],
     latency: [const { [const { Histogram::new() }; PHASES] }; API_SLOTS],
@@ -134,6 +156,12 @@ impl BrokerMetrics {
         }
         let c = (code + 1).clamp(0, CODE_SLOTS as i16 - 1) as usize;
         self.errors[api_slot(api) * CODE_SLOTS + c].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `kind` as waiting until the guard is dropped.
+    pub fn delayed(&self, kind: Delayed) -> DelayedGuard {
+        self.delayed[kind as usize].fetch_add(1, Ordering::Relaxed);
+        DelayedGuard(kind)
     }
 
     /// The counters of a listener (taken once, when it starts accepting).
@@ -406,6 +434,15 @@ fn collect_counters(out: &mut Scrape<'_>) -> fmt::Result {
         "moldau_request_latency",
         "Request time by API and phase: total, local (handler), response_queue (behind earlier responses of the connection), remote (acks=all, long-poll, rebalance waits), send.",
         latency,
+    )?;
+    out.gauge(
+        "moldau_delayed_operations",
+        "Requests waiting: produce (acks=all, for durability), fetch (long-poll).",
+        None,
+        DELAYED_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, k)| ([("kind", *k)], m.delayed[i].load(Ordering::Relaxed))),
     )?;
     let listeners = m
         .listeners

@@ -75,7 +75,9 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     }
     let state = state.clone();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms as u64);
+    let waiting = crate::metrics::METRICS.delayed(crate::metrics::Delayed::Fetch);
     Reply::LaterChunks(Box::pin(async move {
+        let _waiting = waiting;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,

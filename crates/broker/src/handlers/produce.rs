@@ -124,7 +124,9 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
     if waits.is_empty() {
         return ctx.ready(ResponseKind::Produce(resp));
     }
+    let waiting = crate::metrics::METRICS.delayed(crate::metrics::Delayed::Produce);
     Reply::Later(Box::pin(async move {
+        let _waiting = waiting;
         let mut resp = resp;
         for w in waits {
             if let Err(e) = w.partition.log.wait_durable(w.last_offset).await {

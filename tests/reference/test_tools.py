@@ -144,6 +144,79 @@ def test_kafka_configs(mb):
     assert any(line.strip().startswith("num.partitions=") for line in brokers.lines), brokers.stdout
 
 
+def _produce_size(bootstrap: str, topic: str, size: int) -> str | None:
+    """One record of `size` bytes from librdkafka: None when acknowledged, else the error name."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0,
+                  "enable.idempotence": False})
+    outcome: list = []
+    p.produce(topic, b"x" * size, on_delivery=lambda err, msg: outcome.append(err))
+    p.flush(30)
+    assert outcome, "no delivery report within 30s"
+    return None if outcome[0] is None else outcome[0].name()
+
+
+def _until(what: str, check, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout}s")
+        time.sleep(0.2)
+
+
+def test_kafka_configs_dynamic_broker_configs(kit_libs, moldau_bin, tmp_path):
+    """kafka-configs --entity-type brokers: the cluster-wide default (--entity-default) and one
+    broker's value, described as Kafka describes them, applied to an open partition at once."""
+    pool = BrokerPool(moldau_bin, tmp_path)
+    try:
+        b = pool.start("dyn").bootstrap
+        topic = name("tools-dyn")
+        kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "1").check()
+        assert _produce_size(b, topic, 10_000) is None
+
+        def configs(*args: str):
+            return kafka_class(CONFIGS, "--bootstrap-server", b, "--entity-type", "brokers", *args)
+
+        res = configs("--entity-default", "--alter", "--add-config", "message.max.bytes=4096,log.retention.ms=7200000").check()
+        assert "Completed updating default config for brokers in the cluster." in res.stdout, res.stdout
+        _until("the default message.max.bytes refuses 10 kB", lambda: _produce_size(b, topic, 10_000) == "MSG_SIZE_TOO_LARGE")
+        desc = configs("--entity-default", "--describe").check()
+        assert desc.lines[0] == "Default configs for brokers in the cluster are:", desc.stdout
+        assert sorted(line.strip() for line in desc.lines[1:]) == [
+            "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}",
+            "message.max.bytes=4096 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=4096}",
+        ], desc.stdout
+
+        res = configs("--entity-name", "1", "--alter", "--add-config", "message.max.bytes=65536").check()
+        assert "Completed updating config for broker 1." in res.stdout, res.stdout
+        _until("broker 1's own message.max.bytes wins", lambda: _produce_size(b, topic, 10_000) is None)
+        desc = configs("--entity-name", "1", "--describe").check()
+        assert desc.lines[0] == "Dynamic configs for broker 1 are:", desc.stdout
+        assert [line.strip() for line in desc.lines[1:]] == [
+            "message.max.bytes=65536 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=65536, "
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=4096, DEFAULT_CONFIG:message.max.bytes=1048588}",
+        ], desc.stdout
+        everything = configs("--entity-name", "1", "--describe", "--all").check()
+        assert any(line.strip().startswith("log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:")
+                   for line in everything.lines), everything.stdout
+
+        # Kafka answers a bad BROKER value with InvalidRequestException (KAFKA-13609); nothing changes.
+        for bad in ("message.max.bytes=abc", "log.dirs=/tmp/elsewhere"):
+            res = configs("--entity-default", "--alter", "--add-config", bad)
+            assert res.returncode != 0 and "InvalidRequestException" in res.stdout + res.stderr, res.stdout + res.stderr
+        assert "message.max.bytes=4096" in configs("--entity-default", "--describe").check().stdout
+
+        configs("--entity-name", "1", "--alter", "--delete-config", "message.max.bytes").check()
+        _until("back to the default's 4096", lambda: _produce_size(b, topic, 10_000) == "MSG_SIZE_TOO_LARGE")
+        configs("--entity-default", "--alter", "--delete-config", "message.max.bytes,log.retention.ms").check()
+        _until("back to Kafka's default", lambda: _produce_size(b, topic, 10_000) is None)
+        assert configs("--entity-default", "--describe").check().lines == ["Default configs for brokers in the cluster are:"]
+    finally:
+        problems = pool.stop_all()
+    assert not problems, problems
+
+
 def test_console_producer_and_consumer(mb):
     b = mb.bootstrap
     topic = name("tools-console")

@@ -20,7 +20,7 @@ use metadata::image::format_id;
 use metadata::{Endpoint, MetadataDelta, MetadataImage, TopicImage};
 use model::{BrokerConfig, ErrorCode, TopicConfig, TopicId, TopicPartition};
 use quorum::{Publication, QuorumHandle};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -61,6 +61,9 @@ pub struct BrokerState {
     pub endpoints: Vec<Endpoint>,
     pub data_dir: PathBuf,
     image: RwLock<Arc<MetadataImage>>,
+    /// The effective broker-level keys: the static config overlaid by the committed dynamic
+    /// broker configs (cluster default, then this broker's own); topic defaults resolve here.
+    broker_props: RwLock<Arc<BTreeMap<String, String>>>,
     /// The offset of the last image this node applied (hosted partitions follow it).
     applied: watch::Sender<i64>,
     pub replicas: ReplicaManager,
@@ -147,6 +150,7 @@ impl BrokerState {
             endpoints: parts.endpoints,
             data_dir,
             image: RwLock::new(Arc::new(MetadataImage::empty())),
+            broker_props: RwLock::new(Arc::new(config.props.clone())),
             applied: watch::Sender::new(-1),
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
@@ -224,10 +228,17 @@ impl BrokerState {
         }
     }
 
+    /// The effective broker-level keys (static config overlaid by dynamic broker configs).
+    pub fn broker_props(&self) -> Arc<BTreeMap<String, String>> {
+        self.broker_props
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The effective log config of a topic (overrides were validated when written).
     pub fn topic_config(&self, topic: &TopicImage) -> TopicConfig {
-        self.config
-            .topic_config(&topic.configs)
+        TopicConfig::resolve(&self.broker_props(), &topic.configs)
             .unwrap_or_else(|e| {
                 tracing::warn!(topic = %topic.name, error = %e, "invalid stored topic config; using defaults");
                 TopicConfig::default()
@@ -258,8 +269,19 @@ impl BrokerState {
                 }
             }
         }
+        let broker_configs_changed = delta.full || delta.broker_configs_changed;
+        if broker_configs_changed {
+            let props = image
+                .broker_layers(self.node_id, &self.config.props)
+                .effective();
+            *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
+        }
         if self.config.roles.broker {
             self.apply_partitions(&image, &delta);
+            // A full publication already reconfigured every topic.
+            if broker_configs_changed && !delta.full {
+                self.reconfigure_partitions(&image);
+            }
         }
         *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
         if self.config.roles.broker {
@@ -267,6 +289,17 @@ impl BrokerState {
             self.txns.on_metadata(self, &image, &delta);
         }
         self.applied.send_replace(image.offset);
+    }
+
+    /// Applies changed dynamic broker configs (topic defaults) to every hosted partition,
+    /// without a restart: each log reads its config on every append, roll and retention pass.
+    fn reconfigure_partitions(&self, image: &MetadataImage) {
+        for p in self.replicas.all() {
+            if let Some(topic) = image.topic_by_id(p.topic_id) {
+                p.log.update_config(self.topic_config(topic));
+            }
+        }
+        tracing::info!("dynamic broker configs applied to the hosted partitions");
     }
 
     fn apply_partitions(&self, image: &MetadataImage, delta: &MetadataDelta) {

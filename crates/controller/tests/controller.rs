@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use controller::{
-    Controller, ControllerConfig, IsrChange, Origin, RegisterBroker, Reply, Request, TopicSpec,
+    ConfigChange, ConfigResource, Controller, ControllerConfig, IsrChange, Origin, RegisterBroker,
+    Reply, Request, TopicSpec,
 };
 use metadata::{Endpoint, MetadataDelta, MetadataImage, MetadataRecord, PartitionRegistration};
 use model::ErrorCode;
@@ -263,6 +264,83 @@ fn unclean_election_only_where_enabled() {
     h.register(2, None);
     let p = &h.image.topic("u").unwrap().partitions[0];
     assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
+
+/// One BROKER config change; the controller's answer for it.
+fn alter_broker(
+    h: &mut Harness,
+    broker: &str,
+    changes: &[(&str, Option<&str>)],
+    replace_all: bool,
+) -> Result<(), (ErrorCode, String)> {
+    let r = h.call(Request::AlterConfigs {
+        changes: vec![ConfigChange {
+            resource: ConfigResource::Broker(broker.into()),
+            changes: changes
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.map(String::from)))
+                .collect(),
+            replace_all,
+        }],
+        validate_only: false,
+        origin: Origin::Client,
+    });
+    h.commit_all();
+    let Reply::AlterConfigs(mut results) = r else {
+        panic!("{r:?}")
+    };
+    results.remove(0).map_err(|e| (e.code, e.message))
+}
+
+#[test]
+fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
+    let mut h = Harness::new(config());
+    h.register(1, None);
+    alter_broker(&mut h, "", &[("log.retention.ms", Some("1000"))], false).unwrap();
+    alter_broker(&mut h, "1", &[("message.max.bytes", Some("2000"))], false).unwrap();
+    // Keys Moldau does not know are kept, as Kafka keeps them.
+    alter_broker(&mut h, "", &[("some.plugin.key", Some("x"))], false).unwrap();
+    assert_eq!(h.image.broker_configs[""]["log.retention.ms"], "1000");
+    assert_eq!(h.image.broker_configs[""]["some.plugin.key"], "x");
+    assert_eq!(h.image.broker_configs["1"]["message.max.bytes"], "2000");
+
+    // Refusals change nothing: a bad value, a static key, a bad resource name.
+    let before = h.image.broker_configs.clone();
+    for (broker, key, value) in [
+        ("", "message.max.bytes", "abc"),
+        ("", "message.max.bytes", "-5"),
+        ("", "min.insync.replicas", "0"),
+        ("", "log.message.timestamp.type", "Bogus"),
+        ("", "log.dirs", "/tmp/x"),
+        ("1", "node.id", "7"),
+        ("foo", "log.retention.ms", "1"),
+        ("-1", "log.retention.ms", "1"),
+    ] {
+        let e = alter_broker(&mut h, broker, &[(key, Some(value))], false).unwrap_err();
+        assert_eq!(
+            e.0,
+            ErrorCode::InvalidRequest,
+            "{broker} {key}={value}: {e:?}"
+        );
+    }
+    assert_eq!(h.image.broker_configs, before);
+
+    // A cluster-wide default feeds topic config checks on the controller.
+    alter_broker(
+        &mut h,
+        "",
+        &[("unclean.leader.election.enable", Some("true"))],
+        false,
+    )
+    .unwrap();
+    // Removal, and legacy AlterConfigs replacing the whole set.
+    alter_broker(&mut h, "1", &[("message.max.bytes", None)], false).unwrap();
+    assert!(!h.image.broker_configs.contains_key("1"));
+    alter_broker(&mut h, "", &[("log.segment.bytes", Some("1048576"))], true).unwrap();
+    assert_eq!(
+        h.image.broker_configs[""],
+        BTreeMap::from([("log.segment.bytes".to_string(), "1048576".to_string())])
+    );
 }
 
 #[test]

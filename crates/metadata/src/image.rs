@@ -92,6 +92,7 @@ pub struct MetadataDelta {
     pub changed_brokers: BTreeSet<NodeId>,
     pub producer_ids_changed: bool,
     pub group_configs_changed: bool,
+    pub broker_configs_changed: bool,
 }
 
 impl MetadataDelta {
@@ -105,6 +106,7 @@ impl MetadataDelta {
         self.cluster_id_changed |= later.cluster_id_changed;
         self.producer_ids_changed |= later.producer_ids_changed;
         self.group_configs_changed |= later.group_configs_changed;
+        self.broker_configs_changed |= later.broker_configs_changed;
         for (id, t) in later.deleted_topics {
             self.forget_topic(id, t);
         }
@@ -138,6 +140,9 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Config overrides of groups (resource type GROUP), by group id.
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker configs (resource type BROKER) by resource name: a broker id, or ""
+    /// for the cluster-wide default.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl MetadataImage {
@@ -174,6 +179,19 @@ impl MetadataImage {
             .map(|b| b.epoch + 1)
             .max()
             .unwrap_or(1)
+    }
+
+    /// The broker-level config layers of broker `node_id` over its static config.
+    pub fn broker_layers<'a>(
+        &'a self,
+        node_id: NodeId,
+        static_props: &'a BTreeMap<String, String>,
+    ) -> model::config::BrokerLayers<'a> {
+        model::config::BrokerLayers {
+            dynamic_broker: self.broker_configs.get(&node_id.to_string()),
+            dynamic_default: self.broker_configs.get(""),
+            static_props,
+        }
     }
 
     /// Total number of partitions of all topics.
@@ -333,6 +351,17 @@ impl MetadataImage {
                 }
                 delta.group_configs_changed = true;
             }
+            MetadataRecord::BrokerConfig { broker, key, value } => {
+                let configs = self.broker_configs.entry(broker.clone()).or_default();
+                match value {
+                    Some(v) => configs.insert(key.clone(), v.clone()),
+                    None => configs.remove(key),
+                };
+                if configs.is_empty() {
+                    self.broker_configs.remove(broker);
+                }
+                delta.broker_configs_changed = true;
+            }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..
             } => {
@@ -391,6 +420,15 @@ impl MetadataImage {
             for (k, v) in configs {
                 out.push(MetadataRecord::GroupConfig {
                     group: group.clone(),
+                    key: k.clone(),
+                    value: Some(v.clone()),
+                });
+            }
+        }
+        for (broker, configs) in &self.broker_configs {
+            for (k, v) in configs {
+                out.push(MetadataRecord::BrokerConfig {
+                    broker: broker.clone(),
                     key: k.clone(),
                     value: Some(v.clone()),
                 });
@@ -465,6 +503,16 @@ mod tests {
                 key: "consumer.session.timeout.ms".into(),
                 value: Some("50000".into()),
             },
+            MetadataRecord::BrokerConfig {
+                broker: "".into(),
+                key: "log.retention.ms".into(),
+                value: Some("1000".into()),
+            },
+            MetadataRecord::BrokerConfig {
+                broker: "1".into(),
+                key: "message.max.bytes".into(),
+                value: Some("2000".into()),
+            },
         ]
     }
 
@@ -476,6 +524,15 @@ mod tests {
         let records = decode_batch(&encode_batch(&image.to_records())).unwrap();
         assert_eq!(MetadataImage::from_snapshot(4, &records), image);
         assert_eq!(image.next_broker_epoch(), 4);
+        assert!(delta.broker_configs_changed);
+        let static_props = BTreeMap::from([("log.retention.ms".to_string(), "9".to_string())]);
+        let effective = image.broker_layers(1, &static_props).effective();
+        assert_eq!(effective["log.retention.ms"], "1000");
+        assert_eq!(effective["message.max.bytes"], "2000");
+        assert!(!image
+            .broker_layers(2, &static_props)
+            .effective()
+            .contains_key("message.max.bytes"));
     }
 
     #[test]

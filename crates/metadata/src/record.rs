@@ -136,6 +136,14 @@ pub enum MetadataRecord {
         key: String,
         value: Option<String>,
     },
+    /// A dynamic broker config (config resource type BROKER) was set (`Some`) or removed
+    /// (`None`): `broker` is a broker id, or empty for the cluster-wide default (Kafka's
+    /// `ConfigRecord` with resource type BROKER).
+    BrokerConfig {
+        broker: String,
+        key: String,
+        value: Option<String>,
+    },
     /// A block of producer ids was handed to a broker; ids below `next_producer_id` are used.
     ProducerIds {
         broker_id: i32,

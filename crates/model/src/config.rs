@@ -31,6 +31,10 @@ impl ConfigError {
 pub enum ConfigSource {
     /// Set on the topic itself (DYNAMIC_TOPIC_CONFIG = 1).
     Topic = 1,
+    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG = 2).
+    DynamicBroker = 2,
+    /// Set dynamically as the cluster-wide broker default (DYNAMIC_DEFAULT_BROKER_CONFIG = 3).
+    DynamicDefaultBroker = 3,
     /// Set in the broker's static config (STATIC_BROKER_CONFIG = 4).
     StaticBroker = 4,
     /// Kafka's default (DEFAULT_CONFIG = 5).
@@ -591,6 +595,79 @@ pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
     })
 }
 
+/// Whether a broker-level key may be changed at runtime (DescribeConfigs `read_only` false),
+/// per broker or cluster-wide: the topic defaults, as Kafka's `DynamicLogConfig` allows. They
+/// take effect on every hosted partition as soon as the change is committed. Kafka also makes
+/// thread pools, quotas, listeners and connection limits dynamic; Moldau's equivalents are
+/// static for now, so they are refused rather than stored and silently ignored.
+pub fn is_dynamic_broker_config(name: &str) -> bool {
+    TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(name))
+}
+
+/// Checks a dynamic broker config value on its own (type and range), as Kafka checks an
+/// IncrementalAlterConfigs on a BROKER resource before it is written. Keys this broker does
+/// not know are accepted (Kafka keeps them for plugins); known keys that are not dynamic are
+/// refused.
+pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), ConfigError> {
+    if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
+        return TopicConfig::validate(def.name, value)
+            .map_err(|e| ConfigError::new(key, value, e.reason));
+    }
+    if broker_config_def(key).is_some() {
+        return Err(ConfigError::new(
+            key,
+            value,
+            "cannot be updated dynamically; set it in the broker's config file",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a broker-level value can come from, highest precedence first, as in Kafka: this
+/// broker's dynamic config, the cluster-wide dynamic default, the static config file. Only
+/// dynamic keys ([`is_dynamic_broker_config`]) are read from the dynamic layers.
+#[derive(Clone, Copy, Debug)]
+pub struct BrokerLayers<'a> {
+    pub dynamic_broker: Option<&'a BTreeMap<String, String>>,
+    pub dynamic_default: Option<&'a BTreeMap<String, String>>,
+    pub static_props: &'a BTreeMap<String, String>,
+}
+
+impl<'a> BrokerLayers<'a> {
+    /// Every layer that sets `name`, highest precedence first (DescribeConfigs synonyms).
+    pub fn sources(&self, name: &str) -> Vec<(&'a str, ConfigSource)> {
+        let mut out = Vec::new();
+        if is_dynamic_broker_config(name) {
+            if let Some(v) = self.dynamic_broker.and_then(|m| m.get(name)) {
+                out.push((v.as_str(), ConfigSource::DynamicBroker));
+            }
+            if let Some(v) = self.dynamic_default.and_then(|m| m.get(name)) {
+                out.push((v.as_str(), ConfigSource::DynamicDefaultBroker));
+            }
+        }
+        if let Some(v) = self.static_props.get(name) {
+            out.push((v.as_str(), ConfigSource::StaticBroker));
+        }
+        out
+    }
+
+    /// The effective broker-level keys: the static config overlaid by the dynamic layers.
+    pub fn effective(&self) -> BTreeMap<String, String> {
+        let mut out = self.static_props.clone();
+        for layer in [self.dynamic_default, self.dynamic_broker]
+            .into_iter()
+            .flatten()
+        {
+            for (k, v) in layer {
+                if is_dynamic_broker_config(k) {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 fn parse_i64(key: &str, v: &str) -> Result<i64, ConfigError> {
     v.trim()
         .parse::<i64>()
@@ -712,6 +789,26 @@ impl TopicConfig {
         }
         if let Some(v) = def.broker_synonym.and_then(|s| broker.get(s)) {
             return Some((v.clone(), ConfigSource::StaticBroker));
+        }
+        Some((def.default.to_string(), ConfigSource::Default))
+    }
+
+    /// As [`TopicConfig::lookup`], telling the broker-level layers apart (a value inherited
+    /// from a dynamic broker config reports that source, as Kafka does).
+    pub fn lookup_layered(
+        name: &str,
+        layers: &BrokerLayers<'_>,
+        topic: &BTreeMap<String, String>,
+    ) -> Option<(String, ConfigSource)> {
+        let def = topic_config_def(name)?;
+        if let Some(v) = topic.get(name) {
+            return Some((v.clone(), ConfigSource::Topic));
+        }
+        if let Some((v, source)) = def
+            .broker_synonym
+            .and_then(|s| layers.sources(s).into_iter().next())
+        {
+            return Some((v.to_string(), source));
         }
         Some((def.default.to_string(), ConfigSource::Default))
     }

@@ -173,11 +173,12 @@ fn topic_configs(
     state: &BrokerState,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<CreatableTopicConfigs> {
+    let image = state.image();
+    let layers = image.broker_layers(state.node_id, &state.config.props);
     model::config::TOPIC_CONFIGS
         .iter()
         .filter_map(|def| {
-            let (value, source) =
-                model::TopicConfig::lookup(def.name, &state.config.props, overrides)?;
+            let (value, source) = model::TopicConfig::lookup_layered(def.name, &layers, overrides)?;
             Some(
                 CreatableTopicConfigs::default()
                     .with_name(str_bytes(def.name))

@@ -1,10 +1,13 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and groups (and
-//! describing the broker's static config), with Kafka's sources and synonyms.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, groups and brokers
+//! (dynamic broker configs, per broker and cluster-wide), with Kafka's sources and synonyms.
 
 use super::{code, str_bytes};
 use crate::state::BrokerState;
 use controller::{ConfigChange, ConfigResource, Origin, Reply, Request};
-use model::config::{ConfigDef, ConfigType, BROKER_CONFIGS, TOPIC_CONFIGS};
+use model::config::{
+    broker_config_def, is_dynamic_broker_config, BrokerLayers, ConfigDef, ConfigType,
+    BROKER_CONFIGS, TOPIC_CONFIGS,
+};
 use model::group_config::{self, GROUP_CONFIGS};
 use model::{ConfigSource, ErrorCode, TopicConfig};
 use protocol::messages::describe_configs_response::{
@@ -62,26 +65,24 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
 }
 
 fn describe_topic(
-    state: &BrokerState,
+    layers: &BrokerLayers<'_>,
     overrides: &BTreeMap<String, String>,
     keys: &Option<Vec<String>>,
     opts: &Opts,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let broker = &state.config.props;
     TOPIC_CONFIGS
         .iter()
         .filter(|d| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == d.name)))
         .filter_map(|def| {
-            let (value, source) = TopicConfig::lookup(def.name, broker, overrides)?;
+            let (value, source) = TopicConfig::lookup_layered(def.name, layers, overrides)?;
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(def.name) {
                 synonyms.push(synonym(def.name, v, ConfigSource::Topic));
             }
-            if let Some((s, v)) = def
-                .broker_synonym
-                .and_then(|s| broker.get(s).map(|v| (s, v)))
-            {
-                synonyms.push(synonym(s, v, ConfigSource::StaticBroker));
+            if let Some(s) = def.broker_synonym {
+                for (v, source) in layers.sources(s) {
+                    synonyms.push(synonym(s, v, source));
+                }
             }
             synonyms.push(synonym(
                 def.broker_synonym.unwrap_or(def.name),
@@ -131,12 +132,13 @@ fn describe_group(
         .collect()
 }
 
+/// Every config of this broker with its effective value, source and synonyms (dynamic per
+/// broker, dynamic cluster default, static, default); only dynamic keys are writable.
 fn describe_broker(
-    state: &BrokerState,
+    layers: &BrokerLayers<'_>,
     keys: &Option<Vec<String>>,
     opts: &Opts,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let props = &state.config.props;
     let defs = BROKER_CONFIGS.iter().map(|d| (d, d.name)).chain(
         TOPIC_CONFIGS
             .iter()
@@ -146,12 +148,54 @@ fn describe_broker(
     defs.filter(|(_, name)| seen.insert(*name))
         .filter(|(_, name)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == name)))
         .map(|(def, name)| {
-            let (value, source) = match props.get(name) {
-                Some(v) => (v.clone(), ConfigSource::StaticBroker),
+            let sources = layers.sources(name);
+            let (value, source) = match sources.first() {
+                Some((v, source)) => (v.to_string(), *source),
                 None => (def.default.to_string(), ConfigSource::Default),
             };
-            let synonyms = vec![synonym(name, &value, source)];
-            entry(def, name, value, source, true, synonyms, opts)
+            let mut synonyms: Vec<_> = sources
+                .iter()
+                .map(|(v, source)| synonym(name, v, *source))
+                .collect();
+            synonyms.push(synonym(name, def.default, ConfigSource::Default));
+            let read_only = !is_dynamic_broker_config(name);
+            entry(def, name, value, source, read_only, synonyms, opts)
+        })
+        .collect()
+}
+
+/// The cluster-wide dynamic defaults (the BROKER resource named ""): only the keys set, as
+/// Kafka lists them. Keys Moldau does not know are listed as Kafka lists them: sensitive,
+/// without a value.
+fn describe_broker_default(
+    defaults: Option<&BTreeMap<String, String>>,
+    keys: &Option<Vec<String>>,
+    opts: &Opts,
+) -> Vec<DescribeConfigsResourceResult> {
+    let source = ConfigSource::DynamicDefaultBroker;
+    defaults
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == *name)))
+        .map(|(name, value)| match broker_config_def(name) {
+            Some(def) => {
+                let synonyms = vec![synonym(name, value, source)];
+                entry(def, name, value.clone(), source, false, synonyms, opts)
+            }
+            None => DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(name))
+                .with_value(None)
+                .with_read_only(false)
+                .with_is_sensitive(true)
+                .with_config_source(source as i8)
+                .with_synonyms(if opts.synonyms {
+                    vec![DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(name))
+                        .with_value(None)
+                        .with_source(source as i8)]
+                } else {
+                    Vec::new()
+                }),
         })
         .collect()
 }
@@ -167,6 +211,7 @@ pub fn describe_configs(
         version,
     };
     let image = state.image();
+    let layers = image.broker_layers(state.node_id, &state.config.props);
     let results = req
         .resources
         .into_iter()
@@ -185,25 +230,27 @@ pub fn describe_configs(
             };
             match res.resource_type {
                 TOPIC => match image.topic(&name) {
-                    Some(t) => base.with_configs(describe_topic(state, &t.configs, &keys, &opts)),
+                    Some(t) => base.with_configs(describe_topic(&layers, &t.configs, &keys, &opts)),
                     None => fail(
                         ErrorCode::UnknownTopicOrPartition,
                         format!("Topic '{name}' does not exist."),
                     ),
                 },
-                BROKER => {
-                    if name.is_empty() || name == state.node_id.to_string() {
-                        base.with_configs(describe_broker(state, &keys, &opts))
-                    } else {
-                        fail(
-                            ErrorCode::InvalidRequest,
-                            format!(
-                                "Unexpected broker id, expected {} but received {name}",
-                                state.node_id
-                            ),
-                        )
-                    }
+                BROKER if name.is_empty() => base.with_configs(describe_broker_default(
+                    image.broker_configs.get(""),
+                    &keys,
+                    &opts,
+                )),
+                BROKER if name == state.node_id.to_string() => {
+                    base.with_configs(describe_broker(&layers, &keys, &opts))
                 }
+                BROKER => fail(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "Unexpected broker id, expected {} or empty string, but received {name}",
+                        state.node_id
+                    ),
+                ),
                 BROKER_LOGGER => base,
                 GROUP if name.is_empty() => fail(
                     ErrorCode::InvalidRequest,
@@ -225,7 +272,6 @@ pub fn describe_configs(
     DescribeConfigsResponse::default().with_results(results)
 }
 
-/// Applies changes to one topic; returns the error for the response.
 /// Decides a batch of config changes on the controller: one result per change.
 async fn alter(
     state: &BrokerState,
@@ -301,6 +347,7 @@ fn change_for(
             ))
         }
         GROUP => ConfigResource::Group(name.to_string()),
+        BROKER => ConfigResource::Broker(name.to_string()),
         other => return Err(not_alterable(other)),
     };
     Ok(ConfigChange {
@@ -311,10 +358,10 @@ fn change_for(
 }
 
 fn not_alterable(resource_type: i8) -> (ErrorCode, String) {
-    if resource_type == BROKER || resource_type == BROKER_LOGGER {
+    if resource_type == BROKER_LOGGER {
         (
             ErrorCode::InvalidRequest,
-            "Dynamic broker configs are not supported; set them in the broker's config file".into(),
+            "Changing log levels at runtime (BROKER_LOGGER) is not supported yet".into(),
         )
     } else {
         (
@@ -361,6 +408,26 @@ pub async fn alter_configs(
         AlterConfigsResponse::default().with_responses(responses),
         offset,
     )
+}
+
+/// The current value of a broker-level key of a BROKER resource (this broker's effective
+/// value, or the cluster default's) for APPEND / SUBTRACT.
+fn broker_value(
+    image: &metadata::MetadataImage,
+    layers: &BrokerLayers<'_>,
+    resource: &str,
+    key: &str,
+) -> Option<String> {
+    let set = if resource.is_empty() {
+        image
+            .broker_configs
+            .get("")
+            .and_then(|m| m.get(key))
+            .cloned()
+    } else {
+        layers.sources(key).first().map(|(v, _)| v.to_string())
+    };
+    set.or_else(|| broker_config_def(key).map(|d| d.default.to_string()))
 }
 
 const SET: i8 = 0;
@@ -436,6 +503,8 @@ pub async fn incremental_alter_configs(
 ) -> (IncrementalAlterConfigsResponse, i64) {
     let image = state.image();
     let broker = &state.config.props;
+    let layers = image.broker_layers(state.node_id, broker);
+    let effective = state.broker_props();
     let outcomes = req
         .resources
         .iter()
@@ -445,7 +514,7 @@ pub async fn incremental_alter_configs(
                 TOPIC => match image.topic(&name) {
                     Some(topic) => incremental_changes(
                         &res.configs,
-                        |k| TopicConfig::lookup(k, broker, &topic.configs).map(|(v, _)| v),
+                        |k| TopicConfig::lookup(k, &effective, &topic.configs).map(|(v, _)| v),
                         |k| model::config::topic_config_def(k).map(|d| d.kind),
                     )?,
                     None => {
@@ -464,6 +533,11 @@ pub async fn incremental_alter_configs(
                         |k| group_config::group_config_def(k).map(|d| d.def.kind),
                     )?
                 }
+                BROKER => incremental_changes(
+                    &res.configs,
+                    |k| broker_value(&image, &layers, &name, k),
+                    |k| broker_config_def(k).map(|d| d.kind),
+                )?,
                 other => return Err(not_alterable(other)),
             };
             change_for(res.resource_type, &name, changes, false)

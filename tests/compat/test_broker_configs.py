@@ -1,0 +1,122 @@
+"""Dynamic broker configs (config resource type BROKER) with real admin clients.
+
+kafka-python and confluent-kafka (librdkafka) set and describe this broker's values (neither
+Python client can name the cluster-wide default, resource ""; Kafka's own kafka-configs does
+that in tests/reference/test_tools.py); a real producer shows each committed change taking
+effect on a partition that is already open, without a restart; the values survive a restart;
+a bad value is refused (INVALID_REQUEST, as Kafka answers for BROKER resources) and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource as CResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+DEADLINE_S = 60.0
+BIG = b"x" * 10_000
+
+
+def produce_one(bootstrap: str, topic: str, value: bytes) -> str | None:
+    """Produces one record; None when acknowledged, else the broker's error name."""
+    p = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0,
+                  "enable.idempotence": False, "linger.ms": 0})
+    outcome: list = []
+    p.produce(topic, value, on_delivery=lambda err, msg: outcome.append(err))
+    p.flush(30)
+    assert outcome, "no delivery report within 30s"
+    return None if outcome[0] is None else outcome[0].name()
+
+
+def wait_for(what: str, check) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last is True:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{what}: still {last!r} after {DEADLINE_S}s")
+
+
+def describe_broker(cadmin: AdminClient, broker: str) -> dict:
+    r = CResource(ResourceType.BROKER, broker)
+    return cadmin.describe_configs([r])[r].result(timeout=30)
+
+
+def kafka_python_alter(bootstrap: str, broker: str, configs: dict) -> str:
+    """IncrementalAlterConfigs from kafka-python on one broker: 'OK' or its error text."""
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        res = kadmin.alter_configs([ConfigResource(ConfigResourceType.BROKER, broker, configs=configs)],
+                                   raise_on_unknown=False, incremental=True)
+    finally:
+        kadmin.close()
+    return str(res["broker"][broker])
+
+
+def test_dynamic_broker_configs_apply_without_restart_and_survive_one(brokers):
+    server = brokers.start("dyn")
+    b = server.bootstrap
+    cadmin = AdminClient({"bootstrap.servers": b})
+    topic = "dyn-configs"
+    cadmin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    assert produce_one(b, topic, BIG) is None
+
+    # kafka-python lowers this broker's message.max.bytes: the partition, already open, refuses
+    # what is now too big as soon as the change is committed.
+    assert kafka_python_alter(b, "1", {"message.max.bytes": "4096", "log.retention.ms": "7200000"}) == "OK"
+    wait_for("message.max.bytes=4096 applied", lambda: produce_one(b, topic, BIG) == "MSG_SIZE_TOO_LARGE")
+    assert produce_one(b, topic, b"small") is None
+
+    # Bad values and static keys: INVALID_REQUEST (Kafka's code for BROKER resources, see
+    # KAFKA-13609), nothing changes.
+    for bad in ({"message.max.bytes": "abc"}, {"min.insync.replicas": "0"}, {"log.dirs": "/tmp/x"}):
+        outcome = kafka_python_alter(b, "1", bad)
+        assert "InvalidRequestError" in outcome, (bad, outcome)
+    configs = describe_broker(cadmin, "1")
+    mmb = configs["message.max.bytes"]
+    assert (mmb.value, mmb.source, mmb.is_read_only) == ("4096", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+    assert configs["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["log.dirs"].is_read_only and configs["log.dirs"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert produce_one(b, topic, BIG) == "MSG_SIZE_TOO_LARGE"
+
+    # librdkafka raises it again (IncrementalAlterConfigs SET), and a topic without overrides
+    # says where its values come from.
+    r = CResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("message.max.bytes", "65536", incremental_operation=AlterConfigOpType.SET)])
+    cadmin.incremental_alter_configs([r])[r].result(timeout=30)
+    wait_for("message.max.bytes=65536 applied", lambda: produce_one(b, topic, BIG) is None)
+    t = CResource(ResourceType.TOPIC, topic)
+    tc = cadmin.describe_configs([t])[t].result(timeout=30)
+    assert (tc["max.message.bytes"].value, tc["max.message.bytes"].source) == (
+        "65536", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert (tc["retention.ms"].value, tc["retention.ms"].source) == (
+        "7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+    # Committed in the metadata log: a restart keeps the values and applies them at load.
+    server.restart()
+    b = server.bootstrap
+    cadmin = AdminClient({"bootstrap.servers": b})
+    assert describe_broker(cadmin, "1")["message.max.bytes"].value == "65536"
+    assert produce_one(b, topic, BIG) is None
+    assert produce_one(b, topic, b"y" * 70_000) == "MSG_SIZE_TOO_LARGE"
+
+    # Deleting the dynamic value falls back to the static/default one at once.
+    r = CResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("message.max.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    cadmin.incremental_alter_configs([r])[r].result(timeout=30)
+    wait_for("dynamic message.max.bytes removed", lambda: produce_one(b, topic, b"y" * 70_000) is None)
+    assert describe_broker(cadmin, "1")["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value

@@ -174,6 +174,16 @@ pub async fn controlled_shutdown(state: &BrokerState, deadline: Duration) {
     if state.broker_epoch.load(Ordering::Acquire) < 0 {
         return;
     }
+    // The last live broker has nowhere to move leadership to (and, when the others are gone,
+    // often no quorum to commit the request): waiting would only delay the exit.
+    if !state
+        .image()
+        .live_brokers()
+        .any(|b| b.node_id != state.node_id)
+    {
+        tracing::info!("controlled shutdown: no other live broker to move leadership to");
+        return;
+    }
     let until = Instant::now() + deadline;
     while Instant::now() < until {
         match heartbeat(state, true).await {

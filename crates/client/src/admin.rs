@@ -16,8 +16,8 @@ use protocol::messages::offset_delete_request::{
 use protocol::messages::{
     ConsumerGroupDescribeRequest, CreatePartitionsRequest, CreateTopicsRequest,
     DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
-    OffsetDeleteRequest,
+    DescribeGroupsRequest, DescribeQuorumRequest, GroupId, IncrementalAlterConfigsRequest,
+    ListGroupsRequest, OffsetDeleteRequest,
 };
 
 use crate::cluster::{sb, topic_name, Client, ClientConfig, ClusterInfo, TopicInfo};
@@ -642,4 +642,56 @@ impl Admin {
     pub async fn describe_cluster(&self) -> Result<ClusterInfo> {
         self.client.describe_cluster().await
     }
+
+    /// The metadata quorum as its leader reports it (DescribeQuorum, API 55; any broker
+    /// relays it to the active controller): leader, epoch, high watermark, each voter's log
+    /// end.
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo> {
+        use protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+        let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(topic_name("__cluster_metadata"))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let resp = self.client.send_any(&req).await?;
+        Error::check(resp.error_code)?;
+        let p = resp
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| Error::Protocol("DescribeQuorum answered no partition".into()))?;
+        Error::check(p.error_code)?;
+        let high_watermark = p.high_watermark;
+        Ok(QuorumInfo {
+            leader_id: p.leader_id.0,
+            leader_epoch: p.leader_epoch,
+            high_watermark,
+            voters: p
+                .current_voters
+                .iter()
+                .map(|v| QuorumVoter {
+                    node_id: v.replica_id.0,
+                    log_end_offset: v.log_end_offset,
+                    lag: (high_watermark - v.log_end_offset).max(0),
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The metadata quorum (see [`Admin::describe_quorum`]).
+#[derive(Clone, Debug)]
+pub struct QuorumInfo {
+    /// The active controller.
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub high_watermark: i64,
+    pub voters: Vec<QuorumVoter>,
+}
+
+/// One voter of the metadata quorum: how far its log reaches and how far behind the high
+/// watermark it is.
+#[derive(Clone, Debug)]
+pub struct QuorumVoter {
+    pub node_id: i32,
+    pub log_end_offset: i64,
+    pub lag: i64,
 }

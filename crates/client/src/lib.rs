@@ -94,7 +94,7 @@ mod transaction;
 
 pub use admin::{
     Admin, ConfigEntry, ConfigOp, GroupDescription, GroupListing, GroupMemberDescription, NewTopic,
-    ResourceType,
+    QuorumInfo, QuorumVoter, ResourceType,
 };
 pub use admin_txn::{ProducerDescription, TransactionDescription, TransactionListing};
 pub use cluster::{BrokerInfo, Client, ClientConfig, ClusterInfo, PartitionInfo, TopicInfo};

@@ -77,6 +77,10 @@ fn topic_commands_round_trip() {
         .all(|t| t["name"] != "orders"));
     let info: Value = serde_json::from_str(&server.ok(&["cluster", "info", "--json"], "")).unwrap();
     assert_eq!(info["brokers"].as_array().unwrap().len(), 1);
+    // The one node is the quorum's only voter and leader (DescribeQuorum), caught up.
+    assert_eq!(info["controller_id"], info["brokers"][0]["node_id"]);
+    assert_eq!(info["quorum"]["leader_id"], info["controller_id"]);
+    assert_eq!(info["quorum"]["voters"][0]["lag"], 0);
     assert!(server.ok(&["cluster", "info"], "").contains("CONTROLLER"));
     // Nothing listens here: a clear error and exit code 1.
     let down = std::process::Command::new(env!("CARGO_BIN_EXE_moldau"))

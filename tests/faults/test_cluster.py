@@ -1,0 +1,184 @@
+"""Three real `moldau server` processes as one cluster (combined broker+controller nodes, a
+Raft quorum of three voters, every byte between them through the harness's proxies): the
+cluster forms and each node shows all of it; RF=3 topics get a replica on every node with
+leaders spread; after kill -9 of the active controller, admin requests keep working once a new
+one is elected; a killed broker is fenced (clients stop seeing it, its partitions get leaders
+elsewhere) and rejoins when restarted with its data; SIGTERM moves a broker's leadership away
+before it exits.
+
+Each scenario prints what it measured (formation time, kill -9 to the next committed
+CreateTopics), so the stage's output doubles as a rough timing record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import Counter
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+# Short broker sessions so fencing is seen in seconds (defaults: 9000 / 2000).
+SETTINGS = {"broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 250}
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def wait_for(what: str, fn, timeout: float = 60.0, every: float = 0.1):
+    """Polls `fn` until it returns something truthy; errors count as not yet (elections)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            value = fn()
+            if value:
+                return value
+            last = value
+        except Exception as e:  # noqa: BLE001 - retriable while the quorum elects
+            last = e
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def brokers_seen_by(address: str) -> list[int]:
+    return sorted(admin(address).list_topics(timeout=10).brokers)
+
+
+def create(bootstrap: str, name: str, partitions: int, rf: int, timeout: float = 30.0) -> None:
+    # The client must outlive its futures: a collected AdminClient fails them with _DESTROY.
+    client = admin(bootstrap)
+    futures = client.create_topics(
+        [NewTopic(name, partitions, rf)], operation_timeout=timeout, request_timeout=timeout)
+    futures[name].result(timeout=timeout)
+
+
+def partitions_of(address: str, topic: str):
+    md = admin(address).list_topics(topic, timeout=10)
+    t = md.topics[topic]
+    assert t.error is None, t.error
+    return t.partitions
+
+
+def controller_seen_by(cluster, address: str) -> int:
+    """The quorum's leader as `moldau cluster info` reports it (DescribeQuorum through the
+    node at `address`). Metadata cannot tell: it names the answering broker as the
+    controller, since any broker forwards admin requests."""
+    out = subprocess.run(
+        [str(cluster.binary), "cluster", "info", "--json", "-b", address, "--timeout-ms", "5000"],
+        capture_output=True, text=True, timeout=30, check=True).stdout
+    return json.loads(out)["quorum"]["leader_id"]
+
+
+def settled(cluster) -> int:
+    """Waits until every running node lists every running broker and all name the same active
+    controller; returns its id."""
+    up = [n for n in cluster.nodes if n.alive()]
+    ids = sorted(n.id for n in up)
+
+    def agreed():
+        if any(brokers_seen_by(n.address) != ids for n in up):
+            return None
+        seen = {controller_seen_by(cluster, n.address) for n in up}
+        return seen.pop() if len(seen) == 1 else None
+
+    return wait_for(f"nodes {ids} to agree on brokers and controller", agreed)
+
+
+def test_cluster_forms_and_spreads_rf3_replicas(clusters, topic):
+    t0 = time.monotonic()
+    cluster = clusters(3, **SETTINGS)
+    for n in cluster.nodes:
+        wait_for(f"node {n.id} to list all brokers", lambda n=n: brokers_seen_by(n.address) == [1, 2, 3])
+    print(f"3-node cluster formed (processes started to every node listing 3 brokers): "
+          f"{time.monotonic() - t0:.2f} s")
+    # Created through one node; every node answers with the same placement.
+    create(cluster.node(2).address, topic, 6, 3)
+    views = [wait_for(f"{topic} on node {n.id}", lambda n=n: partitions_of(n.address, topic))
+             for n in cluster.nodes]
+    for parts in views:
+        assert sorted(parts) == list(range(6))
+        for p in parts.values():
+            assert sorted(p.replicas) == [1, 2, 3], p
+            assert sorted(p.isrs) == [1, 2, 3], p
+        assert Counter(p.leader for p in parts.values()) == {1: 2, 2: 2, 3: 2}
+    assert [{i: p.leader for i, p in v.items()} for v in views[1:]] == \
+        [{i: p.leader for i, p in views[0].items()}] * 2
+    # More replicas than brokers is refused, as Kafka does.
+    try:
+        create(cluster.bootstrap, topic + "-rf4", 1, 4)
+        raise AssertionError("RF 4 on 3 brokers was accepted")
+    except Exception as e:  # noqa: BLE001 - the KafkaException carries the code
+        assert "INVALID_REPLICATION_FACTOR" in str(e), e
+
+
+def test_admin_requests_survive_kill9_of_the_active_controller(clusters, topic):
+    cluster = clusters(3, **SETTINGS)
+    settled(cluster)
+    create(cluster.bootstrap, topic, 3, 3)
+    victim = settled(cluster)
+    others = ",".join(n.address for n in cluster.nodes if n.id != victim)
+    cluster.kill9(victim)
+    t0 = time.monotonic()
+    wait_for("CreateTopics after the election",
+             lambda: create(others, topic + "-after", 3, 2, timeout=10) or True, timeout=60)
+    elapsed = time.monotonic() - t0
+    print(f"kill -9 of the active controller (node {victim}) to the next committed CreateTopics: "
+          f"{elapsed:.2f} s")
+    assert settled(cluster) != victim
+    # The survivors agree on the new topic; the victim comes back with its data and catches up.
+    for n in cluster.nodes:
+        if n.id != victim:
+            assert len(wait_for("new topic", lambda n=n: partitions_of(n.address, topic + "-after"))) == 3
+    cluster.restart(victim)
+    wait_for("the restarted node to catch up",
+             lambda: partitions_of(cluster.node(victim).address, topic + "-after"))
+    wait_for("all brokers again", lambda: brokers_seen_by(cluster.node(victim).address) == [1, 2, 3])
+
+
+def test_a_killed_broker_is_fenced_and_rejoins(clusters, topic):
+    cluster = clusters(3, **SETTINGS)
+    settled(cluster)
+    create(cluster.bootstrap, topic, 6, 3)
+    controller = settled(cluster)
+    victim = next(n.id for n in cluster.nodes if n.id != controller)
+    observer = cluster.node(controller).address
+    led = [i for i, p in partitions_of(observer, topic).items() if p.leader == victim]
+    assert led, "every broker leads some partition"
+    cluster.kill9(victim)
+    t0 = time.monotonic()
+    wait_for("the killed broker to be fenced", lambda: victim not in brokers_seen_by(observer))
+    print(f"broker {victim} fenced {time.monotonic() - t0:.2f} s after kill -9 "
+          f"(broker.session.timeout.ms={SETTINGS['broker.session.timeout.ms']})")
+    parts = partitions_of(observer, topic)
+    for i in led:
+        assert parts[i].leader not in (victim, -1), parts[i]
+        assert victim not in parts[i].isrs, parts[i]
+    cluster.restart(victim)
+    wait_for("the broker to rejoin", lambda: brokers_seen_by(observer) == [1, 2, 3])
+    assert len(partitions_of(cluster.node(victim).address, topic)) == 6
+
+
+def test_sigterm_moves_leadership_away_before_exit(clusters, topic):
+    # Long sessions: leaders may only move because of the controlled shutdown, not a fence.
+    cluster = clusters(3, **{"broker.session.timeout.ms": 60000, "broker.heartbeat.interval.ms": 250})
+    settled(cluster)
+    create(cluster.bootstrap, topic, 6, 3)
+    controller = settled(cluster)
+    victim = next(n.id for n in cluster.nodes if n.id != controller)
+    observer = cluster.node(controller).address
+    led = [i for i, p in partitions_of(observer, topic).items() if p.leader == victim]
+    assert led, "every broker leads some partition"
+    t0 = time.monotonic()
+    cluster.sigterm(victim)
+    print(f"broker {victim} exited {time.monotonic() - t0:.2f} s after SIGTERM")
+    # The exit waited for the committed move: the survivors already name other leaders.
+    parts = partitions_of(observer, topic)
+    for i in led:
+        assert parts[i].leader not in (victim, -1), parts[i]
+        assert victim not in parts[i].isrs, parts[i]
+    assert victim not in brokers_seen_by(observer)
+    cluster.restart(victim)
+    wait_for("the broker to rejoin", lambda: brokers_seen_by(observer) == [1, 2, 3])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -278,3 +279,62 @@ def test_ready_only_once_partitions_are_loaded(brokers):
     assert seen[-1] == (200, "ready\n")
     m = scrape(server.admin_url())
     assert m.get("moldau_topic_partitions", topic="many") == 600
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in state T (stopped) in /proc."""
+    from pathlib import Path
+
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return bool(states) and all(s in ("T", "t") for s in states)
+
+
+def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
+    """From SIGTERM on, /health/ready answers 503 "shutting down" (a load balancer stops sending
+    clients) while /health/live still answers; the process then exits cleanly. The window is
+    made observable, not raced: the broker is a broker-only node whose controller is stopped
+    (SIGSTOP), so its controlled shutdown waits for an answer until the controller resumes."""
+    port = free_port()
+    cluster = {"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk", "controller.listener.names": "CONTROLLER",
+               "controller.quorum.voters": f"1@127.0.0.1:{port}"}
+    args = [str(moldau_bin), "server", "--data-dir", str(tmp_path / "controller"),
+            "--set", "node.id=1", "--set", "process.roles=controller",
+            "--set", f"listeners=CONTROLLER://127.0.0.1:{port}"]
+    for k, v in cluster.items():
+        args += ["--set", f"{k}={v}"]
+    with open(tmp_path / "controller.log", "wb") as log:
+        controller = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    stopped = False
+    try:
+        node = brokers.start("broker-only", **{"node.id": 2, "process.roles": "broker", **cluster})
+        base = node.admin_url()
+        wait_for("ready", lambda: http_get(base + "/health/ready")[:3:2] == (200, "ready\n"))
+
+        controller.send_signal(signal.SIGSTOP)
+        stopped = True
+        wait_for("the controller's threads all stopped", lambda: all_threads_stopped(controller.pid))
+        node.proc.send_signal(signal.SIGTERM)
+        wait_for("503 shutting down",
+                 lambda: http_get(base + "/health/ready")[:3:2] == (503, "not ready: shutting down\n"))
+        assert node.alive()
+        assert http_get(base + "/health/live")[0] == 200
+        assert http_get(base + "/health/ready")[:3:2] == (503, "not ready: shutting down\n")
+
+        controller.send_signal(signal.SIGCONT)
+        stopped = False
+        # The shutdown completes once the controller answers; stop() waits and checks exit 0.
+        assert node.stop() == 0
+    finally:
+        if stopped:
+            controller.send_signal(signal.SIGCONT)
+        controller.terminate()
+        try:
+            controller.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+            controller.wait()

@@ -298,7 +298,8 @@ def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
     """From SIGTERM on, /health/ready answers 503 "shutting down" (a load balancer stops sending
     clients) while /health/live still answers; the process then exits cleanly. The window is
     made observable, not raced: the broker is a broker-only node whose controller is stopped
-    (SIGSTOP), so its controlled shutdown waits for an answer until the controller resumes."""
+    (SIGSTOP), so its controlled shutdown waits for an answer until the controller resumes
+    (or its 5 s deadline passes)."""
     port = free_port()
     cluster = {"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk", "controller.listener.names": "CONTROLLER",
                "controller.quorum.voters": f"1@127.0.0.1:{port}"}
@@ -312,8 +313,14 @@ def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
     stopped = False
     try:
         node = brokers.start("broker-only", **{"node.id": 2, "process.roles": "broker", **cluster})
+        # A second broker: the last live broker skips the controlled shutdown (nowhere to
+        # move leadership), so there must be another one for the controller to hold it open.
+        brokers.start("other", **{"node.id": 3, "process.roles": "broker", **cluster})
         base = node.admin_url()
         wait_for("ready", lambda: http_get(base + "/health/ready")[:3:2] == (200, "ready\n"))
+        admin = clients.confluent_admin(node.bootstrap)
+        wait_for("both brokers live in node 2's metadata",
+                 lambda: sorted(admin.list_topics(timeout=10).brokers) == [2, 3])
 
         controller.send_signal(signal.SIGSTOP)
         stopped = True
@@ -338,3 +345,74 @@ def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
         except subprocess.TimeoutExpired:
             controller.kill()
             controller.wait()
+
+
+def test_group_metrics_follow_classic_and_consumer_groups(brokers):
+    """Groups by protocol and state, members, rebalances and offset commits, moved by a
+    kafka-python classic group and a librdkafka KIP-848 consumer group."""
+    from confluent_kafka import Consumer
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    server = brokers.start(**{
+        "group.initial.rebalance.delay.ms": 0,
+        "group.consumer.min.heartbeat.interval.ms": 50,
+        "group.consumer.heartbeat.interval.ms": 250,
+    })
+    base = server.admin_url()
+    topic = "group-metrics"
+    admin = clients.confluent_admin(server.bootstrap)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=15)[topic].result(timeout=20)
+    clients.confluent_produce(server.bootstrap, topic, [{"value": b"v"} for _ in range(30)], partition=None)
+
+    def counters():
+        m = scrape(base)
+        return (m.get("moldau_group_rebalances_total", protocol="classic"),
+                m.get("moldau_group_rebalances_total", protocol="consumer"),
+                m.get("moldau_group_offset_commits_total"))
+
+    classic0, consumer0, commits0 = counters()
+
+    # A classic group (kafka-python): Stable with one member after its first rebalance; an
+    # explicit commit of every partition counts one offset each.
+    c = KafkaConsumer(topic, bootstrap_servers=server.bootstrap, group_id="metrics-classic",
+                      enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=15000)
+    try:
+        wait_for("the classic member's assignment", lambda: c.poll(timeout_ms=200) is not None and len(c.assignment()) == PARTITIONS, 120)
+        m = scrape(base)
+        assert m.get("moldau_groups", protocol="classic", state="Stable") == 1
+        assert m.get("moldau_group_members", group="metrics-classic") == 1
+        assert m.get("moldau_group_rebalances_total", protocol="classic") >= classic0 + 1
+        c.commit({TopicPartition(topic, p): OffsetAndMetadata(1, "", -1) for p in range(PARTITIONS)})
+        assert counters()[2] == commits0 + PARTITIONS
+    finally:
+        c.close()
+    wait_for("the classic group Empty", lambda: scrape(base).get("moldau_groups", protocol="classic", state="Empty") == 1)
+
+    # A consumer-protocol group (librdkafka, group.protocol=consumer): a new group epoch for
+    # the join, Stable once its assignment is reconciled, another epoch when it leaves.
+    _, consumer1, commits1 = counters()
+    k = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "metrics-kip848",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        k.subscribe([topic])
+        got = []
+        def consumed_all():
+            msg = k.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg)
+            return len(got) >= 30
+        wait_for("the KIP-848 member consumes everything", consumed_all, 120)
+        wait_for("the consumer group Stable",
+                 lambda: scrape(base).get("moldau_groups", protocol="consumer", state="Stable") == 1, 60)
+        m = scrape(base)
+        assert m.get("moldau_group_members", group="metrics-kip848") == 1
+        assert m.get("moldau_group_rebalances_total", protocol="consumer") >= consumer1 + 1
+        k.commit(asynchronous=False)
+        assert counters()[2] == commits1 + PARTITIONS
+        joined = counters()[1]
+    finally:
+        k.close()
+    wait_for("the consumer group Empty after the member left",
+             lambda: scrape(base).get("moldau_groups", protocol="consumer", state="Empty") == 1, 60)
+    assert counters()[1] >= joined + 1

@@ -137,6 +137,11 @@ impl Groups {
         self.lock().snapshot()
     }
 
+    /// Every group coordinated here (classic and consumer) with its state, for metrics.
+    pub fn summaries(&self) -> Vec<coordinator::GroupSummary> {
+        self.lock().summaries()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
         self.coordinator.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -474,6 +479,7 @@ impl Groups {
     /// the log in the order the coordinator emitted them), then delivers its responses once
     /// those records are durable.
     fn persist_and_route(self: &Arc<Self>, state: &Arc<BrokerState>, out: Output) {
+        crate::metrics::METRICS.group_events(&out.stats);
         let mut waits = Vec::new();
         let mut failed = false;
         // One batch per partition for plain records; one transactional batch (the producer's

@@ -123,6 +123,8 @@ pub struct BrokerMetrics {
     latency: [[Histogram; PHASES]; API_SLOTS],
     listeners: Mutex<Vec<Arc<ListenerStats>>>,
     topics: Mutex<BTreeMap<String, Arc<TopicStats>>>,
+    /// Classic rebalances, consumer-group epoch bumps, offsets committed.
+    group_events: [AtomicU64; 3],
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -132,6 +134,7 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     latency: [const { [const { Histogram::new() }; PHASES] }; API_SLOTS],
     listeners: Mutex::new(Vec::new()),
     topics: Mutex::new(BTreeMap::new()),
+    group_events: [const { AtomicU64::new(0) }; 3],
 };
 
 fn api_slot(api: ApiKey) -> usize {
@@ -187,6 +190,14 @@ impl BrokerMetrics {
             .entry(topic.to_string())
             .or_default()
             .clone()
+    }
+
+    /// Counts what the group coordinator did (from each of its outputs).
+    pub fn group_events(&self, stats: &coordinator::GroupStats) {
+        let e = &self.group_events;
+        e[0].fetch_add(stats.classic_rebalances, Ordering::Relaxed);
+        e[1].fetch_add(stats.consumer_rebalances, Ordering::Relaxed);
+        e[2].fetch_add(stats.offset_commits, Ordering::Relaxed);
     }
 
     /// The request counter of (api, version); for tests.
@@ -674,25 +685,44 @@ struct LagRow {
 }
 
 fn collect_groups(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>) -> fmt::Result {
-    let groups = state.groups.snapshot();
-    let mut by_state: BTreeMap<&'static str, i64> = BTreeMap::new();
-    for g in &groups {
-        *by_state.entry(g.state.name()).or_default() += 1;
+    let summaries = state.groups.summaries();
+    let mut by_state: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
+    for g in &summaries {
+        *by_state.entry((g.protocol, g.state)).or_default() += 1;
     }
     out.gauge(
         "moldau_groups",
-        "Groups this broker coordinates, by state.",
+        "Groups this broker coordinates, by protocol (classic, consumer) and state.",
         None,
-        by_state.iter().map(|(s, n)| ([("state", *s)], *n)),
+        by_state
+            .iter()
+            .map(|((p, s), n)| ([("protocol", *p), ("state", *s)], *n)),
     )?;
     out.gauge(
         "moldau_group_members",
         "Members of each group this broker coordinates.",
         None,
-        groups
+        summaries
             .iter()
-            .map(|g| ([("group", g.group_id.as_str())], g.members.len() as i64)),
+            .map(|g| ([("group", g.group_id.as_str())], g.members as i64)),
     )?;
+    let e = &METRICS.group_events;
+    out.counter(
+        "moldau_group_rebalances",
+        "Rebalances completed by the groups coordinated here: classic groups' new generations, consumer groups' new group epochs.",
+        None,
+        [
+            ([("protocol", "classic")], e[0].load(Ordering::Relaxed)),
+            ([("protocol", "consumer")], e[1].load(Ordering::Relaxed)),
+        ],
+    )?;
+    out.counter(
+        "moldau_group_offset_commits",
+        "Offsets committed by OffsetCommit requests (one per partition).",
+        None,
+        [(NO_LABELS, e[2].load(Ordering::Relaxed))],
+    )?;
+    let groups = state.groups.snapshot();
     let now_ms = state.clock.now_ms();
     let mut lag = Vec::new();
     for g in &groups {

@@ -204,6 +204,17 @@ pub struct GroupCoordinator {
     record_seq: u64,
 }
 
+/// One group in [`GroupCoordinator::summaries`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub group_id: String,
+    /// `classic` or `consumer` (Kafka's group types).
+    pub protocol: &'static str,
+    /// The state as ListGroups reports it (`Stable`, `Empty`, `Assigning`, ...).
+    pub state: &'static str,
+    pub members: usize,
+}
+
 /// Which validation an API applies to the group id (Kafka's `isValidGroupId`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EmptyGroupId {
@@ -325,6 +336,34 @@ impl GroupCoordinator {
     /// Copies of every group, ordered by id.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
         self.groups.values().map(Group::snapshot).collect()
+    }
+
+    /// Every group this coordinator serves, classic and consumer protocol, with its state and
+    /// member count (what metrics report; consumer groups' offset entries are not groups).
+    pub fn summaries(&self) -> Vec<GroupSummary> {
+        let owned = |p: i32| self.owned_partitions.contains(&p);
+        let classic = self
+            .groups
+            .values()
+            .filter(|g| owned(g.partition) && !self.consumer.contains(&g.id))
+            .map(|g| GroupSummary {
+                group_id: g.id.clone(),
+                protocol: "classic",
+                state: g.state.name(),
+                members: g.members.len(),
+            });
+        let consumer = self
+            .consumer
+            .groups
+            .values()
+            .filter(|g| owned(g.partition))
+            .map(|g| GroupSummary {
+                group_id: g.id.clone(),
+                protocol: "consumer",
+                state: g.state().name(),
+                members: g.members.len(),
+            });
+        classic.chain(consumer).collect()
     }
 
     /// Runs `f` on a group with an environment, then its timers.
@@ -741,6 +780,7 @@ impl GroupCoordinator {
                                 value: Some(records::encode_offset_value(&value)),
                             });
                             self.record_seq += 1;
+                            out.stats.offset_commits += 1;
                             g.commit_offset(
                                 (topic.clone(), p.partition_index),
                                 value,

@@ -753,6 +753,7 @@ impl Group {
         self.protocol_name = self.select_protocol();
         self.subscribed_topics = self.compute_subscribed_topics();
         self.transition(GroupState::CompletingRebalance, env.now);
+        env.out.stats.classic_rebalances += 1;
         tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(), "group rebalanced");
         let leader_view = self.leader_view();
         let base = self.join_result_for("", false);

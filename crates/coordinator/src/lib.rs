@@ -50,7 +50,9 @@ use protocol::ResponseKind;
 
 pub use config::CoordinatorConfig;
 pub use consumer::{ConsumerGroupState, TopicInfo, TopicsImage};
-pub use coordinator::{find_coordinator, partition_for, CoordinatorNode, GroupCoordinator};
+pub use coordinator::{
+    find_coordinator, partition_for, CoordinatorNode, GroupCoordinator, GroupSummary,
+};
 pub use group::{GroupSnapshot, GroupState, MemberSnapshot, OffsetSnapshot};
 pub use txn::{
     MarkerAck, MarkerRequest, TransactionCoordinator, TxnConfig, TxnEnv, TxnOutput, TxnSnapshot,
@@ -97,6 +99,27 @@ pub struct Output {
     pub responses: Vec<(RequestToken, ResponseKind)>,
     pub records: Vec<Record>,
     pub txn_records: Vec<TxnRecords>,
+    /// What happened, for the runtime's metrics (counted by live transitions, never by replay).
+    pub stats: GroupStats,
+}
+
+/// Counts of group events in one [`Output`] (Kafka's group coordinator metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Classic groups that completed a join phase with members (a new generation).
+    pub classic_rebalances: u64,
+    /// Consumer-protocol (KIP-848) groups that moved to a new group epoch.
+    pub consumer_rebalances: u64,
+    /// Offsets accepted by OffsetCommit (one per partition; persisted before the answer).
+    pub offset_commits: u64,
+}
+
+impl GroupStats {
+    pub fn add(&mut self, other: GroupStats) {
+        self.classic_rebalances += other.classic_rebalances;
+        self.consumer_rebalances += other.consumer_rebalances;
+        self.offset_commits += other.offset_commits;
+    }
 }
 
 impl Output {
@@ -113,6 +136,7 @@ impl Output {
         self.responses.extend(other.responses);
         self.records.extend(other.records);
         self.txn_records.extend(other.txn_records);
+        self.stats.add(other.stats);
     }
 }
 

@@ -178,6 +178,11 @@ impl ConsumerGroups {
 
 /// Appends a record to the output and applies it to the group.
 pub(crate) fn emit(g: &mut ConsumerGroup, rec: CgRecord, out: &mut Output) {
+    if let CgRecord::GroupEpoch { epoch: Some(e), .. } = &rec {
+        if *e > g.epoch {
+            out.stats.consumer_rebalances += 1;
+        }
+    }
     let (key, value) = rec.encode();
     out.records.push(Record {
         partition: g.partition,

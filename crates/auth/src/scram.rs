@@ -385,7 +385,10 @@ impl ScramServer {
                     username,
                 } = *pending;
                 let final_msg = ClientFinal::parse(message)?;
-                if final_msg.nonce != nonce {
+                // Kafka checks only that the final nonce ends with the combined nonce
+                // (`endsWith`), and librdkafka 2.0 relies on it: it sends its own nonce
+                // again in front of the combined one. The proof covers what was sent.
+                if !final_msg.nonce.ends_with(&nonce) {
                     return Err(SaslError::Credentials(
                         "Invalid client nonce in the final client message.".into(),
                     ));
@@ -681,6 +684,38 @@ mod tests {
         let fin = server.evaluate(&cf, "x", store)?;
         client.verify_server_final(&fin)?;
         Ok(server.authorization_id().unwrap().to_string())
+    }
+
+    /// librdkafka 2.0's client-final repeats the client nonce before the combined one; Kafka
+    /// accepts any final nonce that ends with the combined nonce, so Moldau does too.
+    #[test]
+    fn final_nonce_only_has_to_end_with_the_combined_one() {
+        let store = store_with("alice", "secret", 4096);
+        let m = ScramMechanism::Sha256;
+        let mut s = ScramServer::new(m);
+        let sf = s.evaluate(b"n,,n=alice,r=cn", "sn", &store).unwrap();
+        let sf = String::from_utf8(sf).unwrap();
+        let without_proof = "c=biws,r=cncnsn";
+        let auth_message = format!("n=alice,r=cn,{sf},{without_proof}");
+        let salted = m.salted_password("secret", b"salt-bytes", 4096);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let signature = m.hmac(&m.hash(&client_key), auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
+        let fin = format!("{without_proof},p={}", B64.encode(proof));
+        assert!(s.evaluate(fin.as_bytes(), "x", &store).is_ok());
+        assert_eq!(s.authorization_id(), Some("alice"));
+        let mut s = ScramServer::new(m);
+        s.evaluate(b"n,,n=alice,r=cn", "sn", &store).unwrap();
+        assert_eq!(
+            s.evaluate(b"c=biws,r=cnsnX,p=AAAA", "x", &store),
+            Err(SaslError::Credentials(
+                "Invalid client nonce in the final client message.".into()
+            ))
+        );
     }
 
     #[test]

@@ -16,14 +16,16 @@
 use crate::handlers::{self, Reply};
 use crate::memory::ResponseBytes;
 use crate::metrics::{RequestTimer, METRICS};
+use crate::sasl::{SaslGate, Step};
 use crate::state::BrokerState;
+use crate::tls::{ListenerTls, TLS_HANDSHAKE_TIMEOUT_MS};
 use bytes::Bytes;
 use protocol::frame::{FrameError, FrameReader};
 use protocol::{ApiKey, RequestError};
 use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -43,6 +45,7 @@ pub async fn accept_loop(
     listener: TcpListener,
     listener_name: Arc<str>,
     kind: ListenerKind,
+    tls: Option<Arc<ListenerTls>>,
     state: Arc<BrokerState>,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -68,9 +71,10 @@ pub async fn accept_loop(
                 let inner_tasks = tasks.clone();
                 let counted = stats.opened();
                 let name = listener_name.clone();
+                let tls = tls.clone();
                 tasks.spawn(async move {
                     tracing::debug!(%peer, "connection opened");
-                    serve(stream, peer, name, kind, state, cancel, inner_tasks).await;
+                    serve(stream, peer, name, kind, tls, state, cancel, inner_tasks).await;
                     tracing::debug!(%peer, "connection closed");
                     drop(counted);
                     drop(permit);
@@ -88,19 +92,67 @@ pub async fn accept_loop(
     }
 }
 
+/// Serves one connection: over TLS first when the listener is encrypted.
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     stream: TcpStream,
     peer: std::net::SocketAddr,
     listener_name: Arc<str>,
     kind: ListenerKind,
+    tls: Option<Arc<ListenerTls>>,
     state: Arc<BrokerState>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 ) {
     let _ = stream.set_nodelay(true);
+    let Some(tls) = tls else {
+        let (read_half, write_half) = stream.into_split();
+        let conn = (peer, listener_name, kind, state, cancel, tasks);
+        return serve_halves(read_half, write_half, conn).await;
+    };
+    let handshake = tokio::time::timeout(
+        std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
+        tls.acceptor.accept(stream),
+    );
+    let stream = tokio::select! {
+        _ = cancel.cancelled() => return,
+        h = handshake => match h {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::info!(%peer, error = %e, "closing connection: TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::info!(%peer, "closing connection: TLS handshake timed out");
+                return;
+            }
+        },
+    };
+    let principal = tls.principal(stream.get_ref().1.peer_certificates());
+    tracing::debug!(%peer, %principal, "TLS connection established");
+    let (read_half, write_half) = tokio::io::split(stream);
+    let conn = (peer, listener_name, kind, state, cancel, tasks);
+    serve_halves(read_half, write_half, conn).await
+}
+
+/// One connection's peer, listener and owners.
+type ConnParts = (
+    std::net::SocketAddr,
+    Arc<str>,
+    ListenerKind,
+    Arc<BrokerState>,
+    CancellationToken,
+    TaskTracker,
+);
+
+async fn serve_halves<R, W>(mut read_half: R, write_half: W, conn: ConnParts)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (peer, listener_name, kind, state, cancel, tasks) = conn;
     // Kafka shows a client's host as "/<ip>" in group descriptions.
     let client_host = format!("/{}", peer.ip());
-    let (mut read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<(Reply, Option<RequestTimer>)>(
         state.config.queued_max_requests.max(1) as usize,
     );
@@ -111,6 +163,11 @@ async fn serve(
     let response_bound = state.config.queued_max_response_bytes.max(0) as usize;
     let budget = state.request_budget.clone();
     let budget_total = state.request_budget_bytes;
+    // A SASL listener's connections pass the SASL gate first.
+    let mut sasl = (kind == ListenerKind::Broker)
+        .then(|| state.config.security.sasl_listener(&listener_name))
+        .flatten()
+        .map(SaslGate::new);
     loop {
         // A client that does not read its responses is not served (nor read) further.
         tokio::select! {
@@ -130,6 +187,15 @@ async fn serve(
             },
         };
         let size = match size {
+            Ok(Some(size))
+                if sasl
+                    .as_ref()
+                    .and_then(SaslGate::frame_limit)
+                    .is_some_and(|max| size > max) =>
+            {
+                tracing::info!(size, "closing connection: frame over sasl.server.max.receive.size before authentication");
+                break;
+            }
             Ok(Some(size)) => size,
             Ok(None) => break,
             Err(FrameError::BadSize { size, max }) => {
@@ -213,6 +279,22 @@ async fn serve(
             }
             continue;
         }
+        let step = match sasl.as_mut() {
+            Some(g) => g.step(frame, state.as_ref()),
+            None => Step::Pass(frame),
+        };
+        let frame = match step {
+            Step::Pass(frame) => frame,
+            Step::Answer { frame, close } => {
+                drop(permit);
+                responses.add(frame.len());
+                if tx.send((Reply::Ready(frame), None)).await.is_err() || close {
+                    break;
+                }
+                continue;
+            }
+            Step::Close => break,
+        };
         let (reply, mut timer) = match protocol::decode_request(frame) {
             Ok(req) => {
                 let timer = RequestTimer::start(req.api_key, req.version(), received);
@@ -261,8 +343,8 @@ async fn serve(
 
 /// Writes `chunks` in order with vectored writes (record bytes are never copied into one
 /// frame).
-async fn write_chunks(
-    out: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+async fn write_chunks<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
     chunks: &[Bytes],
 ) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
@@ -277,8 +359,8 @@ async fn write_chunks(
     Ok(())
 }
 
-async fn write_replies(
-    write_half: tokio::net::tcp::OwnedWriteHalf,
+async fn write_replies<W: AsyncWrite + Unpin>(
+    write_half: W,
     mut rx: mpsc::Receiver<(Reply, Option<RequestTimer>)>,
     responses: Arc<ResponseBytes>,
 ) {

@@ -387,6 +387,9 @@ async fn admin(
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
             configs::incremental_alter_configs(state, r).await.0,
         ),
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(handlers::alter_scram(state, r).await.0)
+        }
         _ => return None,
     })
 }
@@ -443,7 +446,8 @@ pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
         | RequestKind::AlterConfigs(_)
-        | RequestKind::IncrementalAlterConfigs(_)) => Reply::Later(Box::pin(async move {
+        | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::AlterUserScramCredentials(_)) => Reply::Later(Box::pin(async move {
             // Sent here directly: a broker on its own behalf (internal topics, auto-creation).
             let resp = admin(state, body, v, Origin::Broker).await?;
             ctx.encode(resp)

@@ -20,7 +20,9 @@ mod log_dirs;
 mod memory;
 pub mod metrics;
 mod replica;
+mod sasl;
 mod state;
+mod tls;
 mod txn;
 mod txn_markers;
 mod txn_partition;
@@ -64,6 +66,9 @@ pub enum BrokerError {
     Identity(String),
     #[error("stopped before it was ready")]
     Stopped,
+    /// A TLS listener's certificates, key or rules cannot be used (names the key).
+    #[error("{0}")]
+    Tls(String),
 }
 
 impl From<quorum::NodeError> for BrokerError {
@@ -140,6 +145,9 @@ impl Broker {
         })?;
         let meta =
             bootstrap::check_identity(&data_dir, config.node_id, config.cluster_id.as_deref())?;
+        // Certificates and keys before anything binds: a TLS listener that cannot be served is
+        // a startup error, never a plaintext listener.
+        let tls = tls::load_all(&config.security).map_err(|e| BrokerError::Tls(e.to_string()))?;
         // Bind everything first: a port of 0 must be known before it is advertised.
         let mut broker_listeners = Vec::new();
         for l in config.broker_listeners() {
@@ -329,6 +337,7 @@ impl Broker {
                     listener,
                     name,
                     connection::ListenerKind::Controller,
+                    None,
                     accept_state,
                     accept_cancel,
                     accept_tasks,
@@ -380,6 +389,7 @@ impl Broker {
             .store(true, std::sync::atomic::Ordering::Release);
         state.start_background();
         for (l, listener, _) in broker_listeners {
+            let listener_tls = tls.get(&l.name).cloned();
             let accept_state = state.clone();
             let accept_cancel = cancel.clone();
             let accept_tasks = tasks.clone();
@@ -389,6 +399,7 @@ impl Broker {
                     listener,
                     name,
                     connection::ListenerKind::Broker,
+                    listener_tls,
                     accept_state,
                     accept_cancel,
                     accept_tasks,

@@ -184,7 +184,39 @@ pub enum Request {
         broker_epoch: i64,
         topics: Vec<(TopicId, Vec<IsrChange>)>,
     },
+    /// AlterUserScramCredentials: deletions and upsertions, (user, mechanism code).
+    AlterUserScramCredentials {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    },
 }
+
+/// A SCRAM credential to set: the broker derived the keys from the client's salted password
+/// (the controller never sees a password nor does cryptography).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ScramUpsertion {
+    pub name: String,
+    /// Kafka's code: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512; anything else is refused.
+    pub mechanism: i8,
+    pub iterations: i32,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ScramUpsertion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramUpsertion")
+            .field("name", &self.name)
+            .field("mechanism", &self.mechanism)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Kafka's bounds on SCRAM iterations (`ScramMechanism.minIterations`, and
+/// `ScramControlManager`'s maximum).
+const SCRAM_ITERATIONS: std::ops::RangeInclusive<i32> = 4096..=16384;
 
 /// The answer to a [`Request`], one result per item where the request has several.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,6 +236,8 @@ pub enum Reply {
     AlterPartition(
         Result<Vec<Vec<Result<PartitionRegistration, ControllerError>>>, ControllerError>,
     ),
+    /// One result per user named in the request, in first-seen order.
+    AlterUserScramCredentials(Vec<(String, Result<(), ControllerError>)>),
 }
 
 /// Records to propose (already applied to the speculative image) and what to answer once they
@@ -467,6 +501,14 @@ impl Controller {
             Request::RegisterBroker(r) => {
                 Reply::RegisterBroker(self.register_broker(&mut records, r, now))
             }
+            Request::AlterUserScramCredentials {
+                deletions,
+                upsertions,
+            } => Reply::AlterUserScramCredentials(self.alter_scram(
+                &mut records,
+                deletions,
+                upsertions,
+            )),
             Request::BrokerHeartbeat {
                 node_id,
                 broker_epoch,
@@ -933,6 +975,142 @@ impl Controller {
             );
         }
         Ok(())
+    }
+
+    /// Kafka's `ScramControlManager.alterCredentials`: a user named twice for the same
+    /// mechanism fails as a whole (DUPLICATE_RESOURCE), as does a user with any bad item;
+    /// other users' changes apply.
+    fn alter_scram(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    ) -> Vec<(String, Result<(), ControllerError>)> {
+        let mut users: Vec<String> = Vec::new();
+        let mut seen: BTreeMap<(String, i8), usize> = BTreeMap::new();
+        for (name, m) in deletions
+            .iter()
+            .map(|(n, m)| (n, *m))
+            .chain(upsertions.iter().map(|u| (&u.name, u.mechanism)))
+        {
+            if !users.contains(name) {
+                users.push(name.clone());
+            }
+            *seen.entry((name.clone(), m)).or_default() += 1;
+        }
+        let mut results: BTreeMap<String, Result<(), ControllerError>> = BTreeMap::new();
+        let fail = |results: &mut BTreeMap<String, Result<(), ControllerError>>,
+                    name: &str,
+                    code: ErrorCode,
+                    message: &str| {
+            results
+                .entry(name.to_string())
+                .or_insert_with(|| Err(ControllerError::new(code, message)));
+        };
+        for ((name, _), n) in &seen {
+            if *n > 1 {
+                fail(
+                    &mut results,
+                    name,
+                    ErrorCode::DuplicateResource,
+                    "A user credential cannot be altered twice in the same request",
+                );
+            }
+        }
+        for name in &users {
+            if name.is_empty() {
+                fail(
+                    &mut results,
+                    name,
+                    ErrorCode::UnacceptableCredential,
+                    "Username must not be empty",
+                );
+            }
+        }
+        for (name, m) in &deletions {
+            if !(1..=2).contains(m) {
+                fail(
+                    &mut results,
+                    name,
+                    ErrorCode::UnsupportedSaslMechanism,
+                    "Unknown SCRAM mechanism",
+                );
+            } else if !self
+                .speculative
+                .scram_credentials
+                .contains_key(&(name.clone(), *m))
+            {
+                fail(
+                    &mut results,
+                    name,
+                    ErrorCode::ResourceNotFound,
+                    "Attempt to delete a user credential that does not exist",
+                );
+            }
+        }
+        for u in &upsertions {
+            if !(1..=2).contains(&u.mechanism) {
+                fail(
+                    &mut results,
+                    &u.name,
+                    ErrorCode::UnsupportedSaslMechanism,
+                    "Unknown SCRAM mechanism",
+                );
+            } else if u.iterations < *SCRAM_ITERATIONS.start() {
+                fail(
+                    &mut results,
+                    &u.name,
+                    ErrorCode::UnacceptableCredential,
+                    "Too few iterations",
+                );
+            } else if u.iterations > *SCRAM_ITERATIONS.end() {
+                fail(
+                    &mut results,
+                    &u.name,
+                    ErrorCode::UnacceptableCredential,
+                    "Too many iterations",
+                );
+            } else if u.salt.is_empty() || u.stored_key.is_empty() || u.server_key.is_empty() {
+                fail(
+                    &mut results,
+                    &u.name,
+                    ErrorCode::UnacceptableCredential,
+                    "Salt and salted password must not be empty",
+                );
+            }
+        }
+        for (name, m) in deletions {
+            if results.contains_key(&name) {
+                continue;
+            }
+            self.emit(
+                records,
+                MetadataRecord::RemoveUserScramCredential { name, mechanism: m },
+            );
+        }
+        for u in upsertions {
+            if results.contains_key(&u.name) {
+                continue;
+            }
+            self.emit(
+                records,
+                MetadataRecord::UserScramCredential {
+                    name: u.name,
+                    mechanism: u.mechanism,
+                    salt: u.salt,
+                    stored_key: u.stored_key,
+                    server_key: u.server_key,
+                    iterations: u.iterations,
+                },
+            );
+        }
+        users
+            .into_iter()
+            .map(|name| {
+                let r = results.remove(&name).unwrap_or(Ok(()));
+                (name, r)
+            })
+            .collect()
     }
 
     fn alter_group_configs(

@@ -29,7 +29,8 @@ pub mod policy;
 
 pub use controller::{
     ConfigChange, ConfigResource, Controller, ControllerConfig, CreatedTopic, Decision,
-    HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request, TopicRef, TopicSpec,
+    HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request, ScramUpsertion, TopicRef,
+    TopicSpec,
 };
 
 use model::ErrorCode;

@@ -752,3 +752,78 @@ fn a_fenced_broker_is_ineligible_and_leaves_the_isr_and_leaders_come_from_the_is
         Err(ErrorCode::FencedLeaderEpoch)
     );
 }
+
+fn upsert(name: &str, mechanism: i8, iterations: i32) -> controller::ScramUpsertion {
+    controller::ScramUpsertion {
+        name: name.into(),
+        mechanism,
+        iterations,
+        salt: b"salt".to_vec(),
+        stored_key: b"stored".to_vec(),
+        server_key: b"server".to_vec(),
+    }
+}
+
+/// AlterUserScramCredentials as Kafka's `ScramControlManager` decides it: per user, all or
+/// nothing; Kafka's error codes; credentials in the image (and its snapshot) afterwards.
+#[test]
+fn scram_credentials_are_validated_per_user_and_land_in_the_image() {
+    let mut h = Harness::new(ControllerConfig::default());
+    let reply = h.call(Request::AlterUserScramCredentials {
+        deletions: vec![("dave".into(), 1)],
+        upsertions: vec![
+            upsert("alice", 1, 4096),
+            upsert("alice", 2, 8192),
+            upsert("bob", 1, 4095),
+            upsert("bob", 2, 4096),
+            upsert("carol", 3, 4096),
+            upsert("erin", 1, 16385),
+            upsert("frank", 1, 4096),
+            upsert("frank", 1, 5000),
+            upsert("", 1, 4096),
+        ],
+    });
+    let Reply::AlterUserScramCredentials(results) = reply else {
+        panic!("{reply:?}")
+    };
+    let codes: Vec<(String, ErrorCode)> = results
+        .into_iter()
+        .map(|(u, r)| (u, r.err().map_or(ErrorCode::None, |e| e.code)))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("dave".into(), ErrorCode::ResourceNotFound),
+            ("alice".into(), ErrorCode::None),
+            ("bob".into(), ErrorCode::UnacceptableCredential),
+            ("carol".into(), ErrorCode::UnsupportedSaslMechanism),
+            ("erin".into(), ErrorCode::UnacceptableCredential),
+            ("frank".into(), ErrorCode::DuplicateResource),
+            ("".into(), ErrorCode::UnacceptableCredential),
+        ]
+    );
+    h.commit_all();
+    let users: Vec<(String, i8, i32)> = h
+        .image
+        .scram_credentials
+        .iter()
+        .map(|((u, m), c)| (u.clone(), *m, c.iterations))
+        .collect();
+    // bob's valid SHA-512 item is not applied: a user's changes are all or nothing.
+    assert_eq!(
+        users,
+        [("alice".into(), 1, 4096), ("alice".into(), 2, 8192)]
+    );
+    let snapshot = MetadataImage::from_snapshot(h.image.offset, &h.image.to_records());
+    assert_eq!(snapshot.scram_credentials, h.image.scram_credentials);
+    let reply = h.call(Request::AlterUserScramCredentials {
+        deletions: vec![("alice".into(), 1)],
+        upsertions: vec![],
+    });
+    assert!(
+        matches!(&reply, Reply::AlterUserScramCredentials(r) if r[0].1.is_ok()),
+        "{reply:?}"
+    );
+    h.commit_all();
+    assert_eq!(h.image.scram_credentials.len(), 1);
+}

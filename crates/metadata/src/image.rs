@@ -143,6 +143,26 @@ pub struct MetadataImage {
     /// Dynamic broker configs (resource type BROKER) by resource name: a broker id, or ""
     /// for the cluster-wide default.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// SCRAM credentials by (user, mechanism code).
+    pub scram_credentials: BTreeMap<(String, i8), ScramCredentialImage>,
+}
+
+/// A user's SCRAM credential for one mechanism, as SCRAM verifies it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ScramCredentialImage {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+impl std::fmt::Debug for ScramCredentialImage {
+    /// Keys stay out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredentialImage")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MetadataImage {
@@ -362,6 +382,27 @@ impl MetadataImage {
                 }
                 delta.broker_configs_changed = true;
             }
+            MetadataRecord::UserScramCredential {
+                name,
+                mechanism,
+                salt,
+                stored_key,
+                server_key,
+                iterations,
+            } => {
+                self.scram_credentials.insert(
+                    (name.clone(), *mechanism),
+                    ScramCredentialImage {
+                        salt: salt.clone(),
+                        stored_key: stored_key.clone(),
+                        server_key: server_key.clone(),
+                        iterations: *iterations,
+                    },
+                );
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                self.scram_credentials.remove(&(name.clone(), *mechanism));
+            }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..
             } => {
@@ -433,6 +474,16 @@ impl MetadataImage {
                     value: Some(v.clone()),
                 });
             }
+        }
+        for ((name, mechanism), c) in &self.scram_credentials {
+            out.push(MetadataRecord::UserScramCredential {
+                name: name.clone(),
+                mechanism: *mechanism,
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            });
         }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {

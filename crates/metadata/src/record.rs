@@ -144,6 +144,19 @@ pub enum MetadataRecord {
         key: String,
         value: Option<String>,
     },
+    /// A user's SCRAM credential for one mechanism (Kafka's `UserScramCredentialRecord`):
+    /// never the password, only what SCRAM verifies with. `mechanism` is Kafka's code
+    /// (1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512).
+    UserScramCredential {
+        name: String,
+        mechanism: i8,
+        salt: Vec<u8>,
+        stored_key: Vec<u8>,
+        server_key: Vec<u8>,
+        iterations: i32,
+    },
+    /// A user's SCRAM credential for one mechanism was deleted.
+    RemoveUserScramCredential { name: String, mechanism: i8 },
     /// A block of producer ids was handed to a broker; ids below `next_producer_id` are used.
     ProducerIds {
         broker_id: i32,

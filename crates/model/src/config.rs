@@ -328,6 +328,78 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted at once",
     ),
     broker(
+        "sasl.enabled.mechanisms",
+        "GSSAPI",
+        ConfigType::List,
+        "SASL mechanisms of SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); per listener as listener.name.<listener>.sasl.enabled.mechanisms",
+    ),
+    broker(
+        "sasl.mechanism.inter.broker.protocol",
+        "GSSAPI",
+        ConfigType::String,
+        "the SASL mechanism brokers use with each other (accepted for compatibility; brokers do not yet dial each other's listeners)",
+    ),
+    broker(
+        "ssl.keystore.type",
+        "JKS",
+        ConfigType::String,
+        "PEM (the only type served): ssl.keystore.location is one PEM file with the certificate chain and the private key",
+    ),
+    broker(
+        "ssl.keystore.location",
+        "",
+        ConfigType::String,
+        "the TLS listeners' certificate chain and private key (PEM)",
+    ),
+    broker(
+        "ssl.key.password",
+        "",
+        ConfigType::Password,
+        "not supported: keys are stored unencrypted (PKCS#8 or PKCS#1/SEC1 PEM)",
+    ),
+    broker(
+        "ssl.truststore.type",
+        "JKS",
+        ConfigType::String,
+        "PEM (the only type served)",
+    ),
+    broker(
+        "ssl.truststore.location",
+        "",
+        ConfigType::String,
+        "CA certificates (PEM) client certificates are verified against",
+    ),
+    broker(
+        "ssl.client.auth",
+        "none",
+        ConfigType::String,
+        "required, requested or none: whether TLS clients must present a certificate",
+    ),
+    broker(
+        "ssl.principal.mapping.rules",
+        "DEFAULT",
+        ConfigType::String,
+        "rules mapping a client certificate's subject to the principal name (Kafka's syntax)",
+    ),
+    broker(
+        "ssl.enabled.protocols",
+        "TLSv1.2,TLSv1.3",
+        ConfigType::List,
+        "TLS versions served (1.2 and 1.3 only)",
+    ),
+    broker(
+        "connections.max.reauth.ms",
+        "0",
+        ConfigType::Long,
+        "SASL session lifetime; clients re-authenticate before it ends (0: sessions never expire)",
+    ),
+    broker(
+        "sasl.server.max.receive.size",
+        "524288",
+        ConfigType::Int,
+        "largest frame accepted from a client that has not authenticated",
+    ),
+    broker(
         "connections.max.idle.ms",
         "600000",
         ConfigType::Long,
@@ -966,6 +1038,8 @@ pub struct BrokerConfig {
     /// The transaction coordinator's settings (Kafka's `transaction.*` keys).
     pub transactions: TransactionSettings,
     pub cluster_id: Option<String>,
+    /// SASL per listener (`crate::security`).
+    pub security: crate::security::SecurityConfig,
     /// Every key that was set explicitly, validated.
     pub props: BTreeMap<String, String>,
 }
@@ -1129,6 +1203,7 @@ impl BrokerConfig {
         for (k, v) in &props {
             if broker_config_def(k).is_none()
                 && crate::group_config::group_broker_default(k).is_none()
+                && !crate::security::is_listener_key(k)
             {
                 return Err(ConfigError::new(k, v, "unknown broker config"));
             }
@@ -1150,6 +1225,7 @@ impl BrokerConfig {
         };
         let boolean = |name: &str| -> Result<bool, ConfigError> { parse_bool(name, &get(name)) };
         let cluster = ClusterShape::parse(&get, &props)?;
+        let security = crate::security::parse(&props, &cluster.listeners)?;
         let rf = int("default.replication.factor", 1)?;
         let cluster_id = Some(get("cluster.id")).filter(|s| !s.is_empty());
         let offsets_rf = int("offsets.topic.replication.factor", 1)?;
@@ -1233,6 +1309,7 @@ impl BrokerConfig {
                 )?,
             },
             cluster_id,
+            security,
             props,
         };
         // Topic and group defaults set at broker level must be valid values too.
@@ -1283,7 +1360,11 @@ impl ClusterShape {
             .filter(|s| !s.is_empty())
             .collect();
         for l in listeners.iter().chain(&advertised) {
-            if l.security_protocol != SecurityProtocol::Plaintext {
+            // Every protocol is served on broker listeners; the controller listener (dialled
+            // by this code's own clients, which do not speak TLS nor SASL yet) stays PLAINTEXT.
+            let served = l.security_protocol == SecurityProtocol::Plaintext
+                || !controller_names.contains(&l.name);
+            if !served {
                 let key = if listeners.contains(l) {
                     "listeners"
                 } else {
@@ -1293,7 +1374,7 @@ impl ClusterShape {
                     key,
                     &l.name,
                     format!(
-                        "listener {} uses security protocol {}, which is not supported yet (only PLAINTEXT is)",
+                        "controller listener {} uses security protocol {}, which is not supported yet (a controller listener is PLAINTEXT)",
                         l.name,
                         l.security_protocol.name()
                     ),
@@ -1551,11 +1632,39 @@ mod tests {
     #[test]
     fn cluster_keys_contradicting_each_other_name_the_key() {
         let err = |kv: &[(&str, &str)]| BrokerConfig::from_props(map(kv)).unwrap_err();
+        // Kafka's default store type is JKS, which Moldau does not read.
         let e = err(&[("listeners", "SSL://127.0.0.1:9093")]);
-        assert_eq!(e.key, "listeners");
-        assert!(e.reason.contains("not supported yet"), "{e}");
+        assert_eq!(e.key, "ssl.keystore.type", "{e}");
+        let e = err(&[
+            ("listeners", "SASL_SSL://127.0.0.1:9093"),
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.truststore.type", "PEM"),
+        ]);
+        assert_eq!(e.key, "ssl.keystore.location", "{e}");
+        // SASL_PLAINTEXT is served, but never with Kafka's default mechanism (GSSAPI).
         let e = err(&[("listeners", "SASL_PLAINTEXT://127.0.0.1:9093")]);
-        assert!(e.reason.contains("SASL_PLAINTEXT"), "{e}");
+        assert_eq!(e.key, "sasl.enabled.mechanisms", "{e}");
+        let e = err(&[
+            ("listeners", "PLAINTEXT://h:1,CONTROLLER://h:2"),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            ),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+        ]);
+        assert_eq!(e.key, "listeners", "{e}");
+        let ok = BrokerConfig::from_props(map(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:9093"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            ok.security
+                .sasl_listener("SASL_PLAINTEXT")
+                .unwrap()
+                .mechanisms,
+            ["SCRAM-SHA-512"]
+        );
         let e = err(&[("controller.quorum.voters", "2@h:1,3@h:2")]);
         assert_eq!(e.key, "controller.quorum.voters");
         let e = err(&[("process.roles", "broker")]);

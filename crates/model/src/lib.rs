@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod group_config;
 pub mod ids;
+pub mod security;
 
 pub use config::{
     BrokerConfig, CleanupPolicy, ConfigError, ConfigSource, TimestampType, TopicConfig,

@@ -525,6 +525,7 @@ pub(super) static MESSAGES: &[Message] = &[
     m(14, "SyncGroup",               range(0, 5),    Some(4),  &SYNC_GROUP_REQUEST),
     m(15, "DescribeGroups",          range(0, 6),    Some(5),  &DESCRIBE_GROUPS_REQUEST),
     m(16, "ListGroups",              range(0, 5),    Some(3),  &LIST_GROUPS_REQUEST),
+    m(17, "SaslHandshake",           range(0, 1),    None,     &SASL_HANDSHAKE_REQUEST),
     m(18, "ApiVersions",             range(0, 4),    Some(3),  &API_VERSIONS_REQUEST),
     m(19, "CreateTopics",            range(2, 7),    Some(5),  &CREATE_TOPICS_REQUEST),
     m(20, "DeleteTopics",            range(1, 6),    Some(4),  &DELETE_TOPICS_REQUEST),
@@ -539,10 +540,13 @@ pub(super) static MESSAGES: &[Message] = &[
     m(32, "DescribeConfigs",         range(1, 4),    Some(4),  &DESCRIBE_CONFIGS_REQUEST),
     m(33, "AlterConfigs",            range(0, 2),    Some(2),  &ALTER_CONFIGS_REQUEST),
     m(35, "DescribeLogDirs",         range(1, 4),    Some(2),  &DESCRIBE_LOG_DIRS_REQUEST),
+    m(36, "SaslAuthenticate",        range(0, 2),    Some(2),  &SASL_AUTHENTICATE_REQUEST),
     m(37, "CreatePartitions",        range(0, 3),    Some(2),  &CREATE_PARTITIONS_REQUEST),
     m(42, "DeleteGroups",            range(0, 2),    Some(2),  &DELETE_GROUPS_REQUEST),
     m(44, "IncrementalAlterConfigs", range(0, 1),    Some(1),  &INCREMENTAL_ALTER_CONFIGS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
+    m(50, "DescribeUserScramCredentials", range(0, 0), Some(0), &DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
+    m(51, "AlterUserScramCredentials", range(0, 0), Some(0),  &ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
     m(55, "DescribeQuorum",          range(0, 2),    Some(0),  &DESCRIBE_QUORUM_REQUEST),
     m(56, "AlterPartition",          range(2, 3),    Some(0),  &ALTER_PARTITION_REQUEST),
     m(58, "Envelope",                range(0, 0),    Some(0),  &ENVELOPE_REQUEST),
@@ -860,6 +864,22 @@ static LIST_GROUPS_REQUEST: Schema = Schema {
     fields: &[
         f("states_filter", since(4), Ty::Array(&Ty::String)),
         f("types_filter", since(5), Ty::Array(&Ty::String)),
+    ],
+    tagged: &[],
+};
+
+// SaslHandshake (api key 17)
+static SASL_HANDSHAKE_REQUEST: Schema = Schema {
+    fields: &[
+        f("mechanism", ALL, Ty::String),
+    ],
+    tagged: &[],
+};
+
+// SaslAuthenticate (api key 36)
+static SASL_AUTHENTICATE_REQUEST: Schema = Schema {
+    fields: &[
+        f("auth_bytes", ALL, Ty::Bytes),
     ],
     tagged: &[],
 };
@@ -1401,6 +1421,49 @@ static DESCRIBE_PRODUCERS_TOPIC_REQUEST: Schema = Schema {
     fields: &[
         f("name", ALL, Ty::String),
         f("partition_indexes", ALL, Ty::Array(&Ty::Int32)),
+    ],
+    tagged: &[],
+};
+
+// DescribeUserScramCredentials (api key 50)
+static DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST: Schema = Schema {
+    fields: &[
+        f("users", ALL, Ty::NullableArray(&Ty::Struct(&DESCRIBE_USER_SCRAM_CREDENTIALS_USER))),
+    ],
+    tagged: &[],
+};
+
+static DESCRIBE_USER_SCRAM_CREDENTIALS_USER: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+    ],
+    tagged: &[],
+};
+
+// AlterUserScramCredentials (api key 51)
+static ALTER_USER_SCRAM_CREDENTIALS_REQUEST: Schema = Schema {
+    fields: &[
+        f("deletions", ALL, Ty::Array(&Ty::Struct(&ALTER_USER_SCRAM_CREDENTIALS_DELETION))),
+        f("upsertions", ALL, Ty::Array(&Ty::Struct(&ALTER_USER_SCRAM_CREDENTIALS_UPSERTION))),
+    ],
+    tagged: &[],
+};
+
+static ALTER_USER_SCRAM_CREDENTIALS_DELETION: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("mechanism", ALL, Ty::Int8),
+    ],
+    tagged: &[],
+};
+
+static ALTER_USER_SCRAM_CREDENTIALS_UPSERTION: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("mechanism", ALL, Ty::Int8),
+        f("iterations", ALL, Ty::Int32),
+        f("salt", ALL, Ty::Bytes),
+        f("salted_password", ALL, Ty::Bytes),
     ],
     tagged: &[],
 };

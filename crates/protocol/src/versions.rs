@@ -22,6 +22,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::ApiVersions, 0, 4),
+    // Advertised on every listener, as Kafka does; a listener without SASL answers them
+    // ILLEGAL_SASL_STATE.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -49,6 +53,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// What a CONTROLLER listener serves (Kafka's controller APIs: broker registration and
@@ -69,6 +75,7 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::AlterPartition, 2, 3),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// Whether requests of `api` at `version` are served.

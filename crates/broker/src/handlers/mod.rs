@@ -7,6 +7,9 @@ mod fetch;
 mod metadata;
 mod offsets;
 mod produce;
+mod scram;
+
+pub(crate) use scram::alter as alter_scram;
 mod txn;
 
 use crate::state::BrokerState;
@@ -146,6 +149,12 @@ pub fn dispatch(
                 .groups
                 .handle(state, ctx, &client_id, client_host, body)
         }
+        body @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
+            match crate::sasl::illegal_state(&body) {
+                Some(resp) => ctx.ready(resp),
+                None => Reply::Later(Box::pin(async { None })),
+            }
+        }
         RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
             protocol::versions::api_versions_response(0),
         )),
@@ -253,6 +262,15 @@ pub fn dispatch(
             let (resp, offset) = configs::alter_configs(s, r).await;
             (ResponseKind::AlterConfigs(resp), offset)
         }),
+        RequestKind::DescribeUserScramCredentials(r) => ctx.ready(
+            ResponseKind::DescribeUserScramCredentials(scram::describe(state, &r)),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => {
+            via_controller(state, ctx, client, r, |s, r| async move {
+                let (resp, offset) = scram::alter(s, r).await;
+                (ResponseKind::AlterUserScramCredentials(resp), offset)
+            })
+        }
         RequestKind::IncrementalAlterConfigs(r) => {
             via_controller(state, ctx, client, r, |s, r| async move {
                 let (resp, offset) = configs::incremental_alter_configs(s, r).await;

@@ -336,6 +336,22 @@ def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
         stopped = False
         # The shutdown completes once the controller answers; stop() waits and checks exit 0.
         assert node.stop() == 0
+
+        # The controller's own metrics: it is the active controller (the brokers are not, and
+        # name it), and it counts the stopped broker as fenced, the other as unfenced.
+        admin_line = wait_for("the controller's admin line", lambda: re.search(
+            r"moldau: admin on (http://\S+)", (tmp_path / "controller.log").read_text(errors="replace")))
+        cbase = admin_line.group(1)
+        m = scrape(cbase)
+        assert m.get("moldau_controller_active") == 1
+        assert m.get("moldau_metadata_log_end_offset") >= m.get("moldau_metadata_applied_offset") > 0
+        other = scrape(brokers.servers[-1].admin_url())
+        assert other.get("moldau_controller_active") == 0
+        assert other.get("moldau_metadata_current_leader") == 1
+        assert not other.matching("moldau_controller_brokers")
+        wait_for("broker 2 fenced on the controller", lambda: (
+            scrape(cbase).get("moldau_controller_brokers", state="fenced"),
+            scrape(cbase).get("moldau_controller_brokers", state="unfenced")) == (1, 1), 60)
     finally:
         if stopped:
             controller.send_signal(signal.SIGCONT)
@@ -345,6 +361,29 @@ def test_not_ready_while_shutting_down(brokers, moldau_bin, tmp_path):
         except subprocess.TimeoutExpired:
             controller.kill()
             controller.wait()
+
+
+def test_controller_metrics_follow_metadata_changes(brokers):
+    """A single node is its own active controller: creating a topic with a real admin client
+    commits metadata (the commit latency histogram counts it, the applied offset and the log
+    end move) and the broker counts as unfenced."""
+    server = brokers.start()
+    base = server.admin_url()
+    m = scrape(base)
+    assert m.get("moldau_controller_active") == 1
+    assert m.get("moldau_metadata_current_leader") == 1
+    assert m.get("moldau_metadata_current_epoch") >= 1
+    assert m.get("moldau_controller_brokers", state="unfenced") == 1
+    assert m.get("moldau_controller_brokers", state="fenced") == 0
+    commits, applied, log_end = (m.get("moldau_metadata_commit_latency_seconds_count"),
+                                 m.get("moldau_metadata_applied_offset"), m.get("moldau_metadata_log_end_offset"))
+    admin = clients.confluent_admin(server.bootstrap)
+    admin.create_topics([NewTopic("controller-metrics", PARTITIONS, 1)], operation_timeout=15)["controller-metrics"].result(timeout=20)
+    m = scrape(base)
+    assert m.get("moldau_metadata_commit_latency_seconds_count") >= commits + 1
+    assert m.get("moldau_metadata_commit_latency_seconds_sum") > 0
+    assert m.get("moldau_metadata_applied_offset") > applied
+    assert m.get("moldau_metadata_log_end_offset") > log_end
 
 
 def test_group_metrics_follow_classic_and_consumer_groups(brokers):

@@ -88,6 +88,11 @@ impl ControllerLink {
         self.inner.leadership.borrow().leader_id
     }
 
+    /// The quorum as this node last saw it (leader, epoch, applied offset, log end).
+    pub fn leadership(&self) -> Leadership {
+        *self.inner.leadership.borrow()
+    }
+
     fn local_active(&self) -> Option<&QuorumHandle> {
         self.inner
             .local
@@ -147,7 +152,15 @@ impl ControllerLink {
     /// the network (the kinds a broker sends on its own behalf).
     pub async fn submit(&self, request: Request) -> Answer {
         if let Some(q) = self.local_active() {
-            return q.submit(request).await;
+            let before = q.leadership().borrow().applied;
+            let started = std::time::Instant::now();
+            let answer = q.submit(request).await;
+            // Only changes that wrote records (the answer comes at a newer offset) measure a
+            // commit; decisions without records are answered at once.
+            if answer.result.is_ok() && answer.offset > before as i64 {
+                crate::metrics::METRICS.metadata_commit(started.elapsed());
+            }
+            return answer;
         }
         // Client administration reaches a remote controller forwarded (Envelope), not here.
         let remote_kind = matches!(

@@ -125,6 +125,8 @@ pub struct BrokerMetrics {
     topics: Mutex<BTreeMap<String, Arc<TopicStats>>>,
     /// Classic rebalances, consumer-group epoch bumps, offsets committed.
     group_events: [AtomicU64; 3],
+    /// Submit-to-answer time of metadata changes decided by the local active controller.
+    metadata_commit: Histogram,
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -135,6 +137,7 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     listeners: Mutex::new(Vec::new()),
     topics: Mutex::new(BTreeMap::new()),
     group_events: [const { AtomicU64::new(0) }; 3],
+    metadata_commit: Histogram::new(),
 };
 
 fn api_slot(api: ApiKey) -> usize {
@@ -198,6 +201,11 @@ impl BrokerMetrics {
         e[0].fetch_add(stats.classic_rebalances, Ordering::Relaxed);
         e[1].fetch_add(stats.consumer_rebalances, Ordering::Relaxed);
         e[2].fetch_add(stats.offset_commits, Ordering::Relaxed);
+    }
+
+    /// Times a metadata change this node's active controller decided and committed.
+    pub fn metadata_commit(&self, d: Duration) {
+        self.metadata_commit.observe(d);
     }
 
     /// The request counter of (api, version); for tests.
@@ -672,7 +680,70 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
             rows.iter().map(|r| (labels(r), r.hw)),
         )?;
     }
-    collect_groups(state, opts, out)
+    collect_groups(state, opts, out)?;
+    collect_controller(state, out)
+}
+
+/// The metadata quorum as this node sees it, and (on the active controller) the brokers.
+fn collect_controller(state: &BrokerState, out: &mut Scrape<'_>) -> fmt::Result {
+    let l = state.controller.leadership();
+    out.gauge(
+        "moldau_controller_active",
+        "1 on the active controller (the metadata quorum's leader), 0 elsewhere.",
+        None,
+        [(NO_LABELS, i64::from(l.active))],
+    )?;
+    out.gauge(
+        "moldau_metadata_current_leader",
+        "The active controller's node id as this node knows it (-1 when unknown).",
+        None,
+        [(NO_LABELS, l.leader_id.map_or(-1, |id| id as i64))],
+    )?;
+    out.gauge(
+        "moldau_metadata_current_epoch",
+        "The metadata quorum's epoch (Raft term) as this node knows it.",
+        None,
+        [(NO_LABELS, l.term as i64)],
+    )?;
+    out.gauge(
+        "moldau_metadata_log_end_offset",
+        "The end of the metadata log as this node knows it (a voter's last entry, an observer's last seen high watermark).",
+        None,
+        [(NO_LABELS, l.log_end as i64)],
+    )?;
+    out.gauge(
+        "moldau_metadata_applied_offset",
+        "The last metadata log offset this node applied to its image.",
+        None,
+        [(NO_LABELS, state.applied_offset())],
+    )?;
+    out.histogram(
+        "moldau_metadata_commit_latency",
+        "From submitting a metadata change on this node to its answer once committed, while this node is the active controller (changes that wrote records).",
+        [(NO_LABELS, METRICS.metadata_commit.snapshot())],
+    )?;
+    if l.active {
+        let image = state.image();
+        let mut brokers: BTreeMap<&'static str, i64> =
+            [("fenced", 0), ("unfenced", 0), ("shutting_down", 0)].into();
+        for b in image.brokers.values() {
+            let s = if b.fenced {
+                "fenced"
+            } else if b.in_controlled_shutdown {
+                "shutting_down"
+            } else {
+                "unfenced"
+            };
+            *brokers.entry(s).or_default() += 1;
+        }
+        out.gauge(
+            "moldau_controller_brokers",
+            "Registered brokers by state (fenced, unfenced, shutting_down); exported by the active controller only, so a sum over nodes counts each once.",
+            None,
+            brokers.iter().map(|(s, n)| ([("state", *s)], *n)),
+        )?;
+    }
+    Ok(())
 }
 
 /// One committed offset's lag.

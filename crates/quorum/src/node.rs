@@ -264,6 +264,11 @@ impl<D: Disk> MetadataNode<D> {
         self.raw.raft.term
     }
 
+    /// The index of the last entry in this node's Raft log (committed or not).
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
     /// Takes what the last calls produced.
     pub fn take_output(&mut self) -> Output {
         std::mem::take(&mut self.out)

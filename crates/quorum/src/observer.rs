@@ -228,6 +228,7 @@ pub fn start(
                     term,
                     active: false,
                     applied,
+                    log_end: high_watermark.max(applied),
                 };
                 let changed = *l != next;
                 *l = next;

@@ -49,6 +49,9 @@ pub struct Leadership {
     pub active: bool,
     /// The highest offset applied here.
     pub applied: u64,
+    /// The end of the metadata log as this node knows it: a voter's last log index (written,
+    /// maybe not yet committed), an observer's last seen high watermark.
+    pub log_end: u64,
 }
 
 /// An observer that fetched committed metadata from this node (for DescribeQuorum).
@@ -376,6 +379,7 @@ impl<D: Disk> Driver<D> {
             term: self.node.term(),
             active: self.node.is_active(),
             applied,
+            log_end: self.node.last_index(),
         };
         self.leadership.send_if_modified(|l| {
             let changed = *l != status;

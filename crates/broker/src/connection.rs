@@ -272,9 +272,10 @@ where
             match &reply {
                 Reply::Ready(b) => responses.add(b.len()),
                 Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
-                Reply::None | Reply::Later(_) | Reply::LaterChunks(_) => {}
+                Reply::None | Reply::Later(_) | Reply::LaterChunks(_) | Reply::Close => {}
             }
-            if tx.send((reply, timer)).await.is_err() {
+            let close = matches!(reply, Reply::Close);
+            if tx.send((reply, timer)).await.is_err() || close {
                 break;
             }
             continue;
@@ -331,9 +332,10 @@ where
             }
             Reply::Ready(b) => responses.add(b.len()),
             Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
-            Reply::Later(_) | Reply::LaterChunks(_) => {}
+            Reply::Later(_) | Reply::LaterChunks(_) | Reply::Close => {}
         }
-        if tx.send((reply, Some(timer))).await.is_err() {
+        let close = matches!(reply, Reply::Close);
+        if tx.send((reply, Some(timer))).await.is_err() || close {
             break;
         }
     }
@@ -374,7 +376,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             Reply::Chunks(c) => Some((c, true)),
             Reply::Later(fut) => fut.await.map(|b| (vec![b], false)),
             Reply::LaterChunks(fut) => fut.await.map(|c| (c, false)),
-            Reply::None => None,
+            Reply::None | Reply::Close => None,
         };
         let Some((chunks, counted)) = chunks else {
             // A handler could not encode its response (a bug, logged there): the client

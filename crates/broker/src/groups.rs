@@ -41,11 +41,12 @@ use tokio::sync::{oneshot, Notify};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// The config overrides `__consumer_offsets` always has: compacted (its records are the
-/// latest state per key), with 100 MiB segments as in Kafka.
+/// The config overrides `__consumer_offsets` always has, as in Kafka: compacted (its records
+/// are the latest state per key), the producer's compression, 100 MiB segments.
 fn offsets_topic_configs() -> BTreeMap<String, String> {
     let mut configs = BTreeMap::new();
     configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert("compression.type".to_string(), "producer".to_string());
     configs.insert("segment.bytes".to_string(), "104857600".to_string());
     configs
 }
@@ -384,6 +385,14 @@ impl Groups {
                 });
                 ctx.encode(ResponseKind::FindCoordinator(resp))
             }));
+        }
+        // "All topics" (null) exists from OffsetFetch v2 on; Kafka cannot parse a null list at
+        // v1 and closes the connection.
+        if let RequestKind::OffsetFetch(r) = &body {
+            if ctx.version < 2 && r.topics.is_none() {
+                tracing::debug!("OffsetFetch v{} with null topics: closing", ctx.version);
+                return Reply::Close;
+            }
         }
         // Kafka checks OffsetCommit and OffsetDelete against the cluster's metadata before the
         // coordinator sees them (KafkaApis): partitions of unknown topics, or past a topic's

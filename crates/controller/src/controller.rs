@@ -722,6 +722,26 @@ impl Controller {
                 "__cluster_metadata is reserved for the cluster metadata log",
             ));
         }
+        // Kafka refuses a name that collides with another topic's once '.' and '_' are
+        // equated (their metric names would clash).
+        let unified = |n: &str| n.replace('.', "_");
+        if spec.name.contains(['.', '_']) {
+            let name = unified(&spec.name);
+            if let Some(other) = self
+                .speculative
+                .topics
+                .keys()
+                .find(|o| o.as_ref() != spec.name && unified(o) == name)
+            {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidTopicException,
+                    format!(
+                        "Topic '{}' collides with existing topic: {other}",
+                        spec.name
+                    ),
+                ));
+            }
+        }
         if self.speculative.topics.contains_key(spec.name.as_str()) {
             return Err(ControllerError::new(
                 ErrorCode::TopicAlreadyExists,
@@ -730,6 +750,18 @@ impl Controller {
         }
         self.validate_configs(&spec.configs)?;
         let assignment = if spec.assignment.is_empty() {
+            // Kafka checks the replication factor before the partition count.
+            let rf = if spec.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                spec.replication_factor
+            };
+            if rf < 1 {
+                return Err(ControllerError::new(
+                    ErrorCode::InvalidReplicationFactor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                ));
+            }
             let partitions = if spec.partitions == -1 {
                 self.config.num_partitions
             } else {
@@ -739,17 +771,6 @@ impl Controller {
                 return Err(ControllerError::new(
                     ErrorCode::InvalidPartitions,
                     "Number of partitions must be larger than 0.",
-                ));
-            }
-            let rf = if spec.replication_factor == -1 {
-                self.config.default_replication_factor
-            } else {
-                spec.replication_factor
-            };
-            if rf < 1 {
-                return Err(ControllerError::new(
-                    ErrorCode::InvalidReplicationFactor,
-                    "Replication factor must be larger than 0.",
                 ));
             }
             let candidates = self.usable_candidates();

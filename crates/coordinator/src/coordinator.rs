@@ -70,8 +70,8 @@ pub struct CoordinatorNode {
 
 /// Answers FindCoordinator (v0-v3 single key, v4+ batched keys). `locate(key_type, key)`
 /// says which broker coordinates a key (key type 0 = group, 1 = transactional id), usually
-/// the leader of `partition_for(key)` of the internal topic. Invalid group ids get
-/// INVALID_REQUEST, unknown key types INVALID_REQUEST, as in Kafka.
+/// the leader of `partition_for(key)` of the internal topic. Unknown key types get
+/// INVALID_REQUEST; the empty group id has a coordinator like any other, as in Kafka 4.x.
 pub fn find_coordinator(
     req: &FindCoordinatorRequest,
     version: i16,
@@ -80,7 +80,6 @@ pub fn find_coordinator(
     let key_type = if version >= 1 { req.key_type } else { 0 };
     let mut lookup = |key: &str| -> Result<CoordinatorNode, ErrorCode> {
         match key_type {
-            0 if key.is_empty() => Err(ErrorCode::InvalidRequest),
             0 | 1 => locate(key_type, key),
             _ => Err(ErrorCode::InvalidRequest),
         }
@@ -505,7 +504,12 @@ impl GroupCoordinator {
             version: ctx.api_version,
         };
         let group_id = req.group_id.0.to_string();
-        let error = self.validate(&group_id, EmptyGroupId::Invalid);
+        // v5+ must name the protocol type and name (KafkaApis checks before the coordinator).
+        let missing_protocol =
+            ctx.api_version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none());
+        let error = missing_protocol
+            .then_some(ErrorCode::InconsistentGroupProtocol)
+            .or_else(|| self.validate(&group_id, EmptyGroupId::Invalid));
         if error.is_none() && self.consumer.contains(&group_id) {
             self.sync_consumer_group(pending, &req, now_ms, &mut out);
             return out;
@@ -728,6 +732,9 @@ impl GroupCoordinator {
                 let partition = self.partition_for(&group_id);
                 self.groups
                     .insert(group_id.clone(), Group::new(&group_id, partition));
+            } else if v >= 9 {
+                // KIP-848 versions name the missing group (Kafka 4.x).
+                error = Some(ErrorCode::GroupIdNotFound);
             } else {
                 error = Some(ErrorCode::IllegalGeneration);
             }
@@ -1090,8 +1097,8 @@ impl GroupCoordinator {
         out
     }
 
-    /// DescribeGroups (v0-v6). Member metadata and assignments are shown only when Stable,
-    /// as in Kafka.
+    /// DescribeGroups (v0-v6). Member metadata is shown only when Stable, assignments in
+    /// every state, as in Kafka 4.x.
     pub fn describe_groups(
         &mut self,
         ctx: &RequestContext,
@@ -1136,10 +1143,12 @@ impl GroupCoordinator {
                         }
                         dm.client_id = s(&m.client_id);
                         dm.client_host = s(&m.client_host);
+                        // Kafka 4.x shows the current assignment in every state and the
+                        // member metadata only when Stable.
                         if stable {
                             dm.member_metadata = m.metadata;
-                            dm.member_assignment = m.assignment;
                         }
+                        dm.member_assignment = m.assignment;
                         dm
                     })
                     .collect();
@@ -1170,7 +1179,9 @@ impl GroupCoordinator {
     ) -> Output {
         let mut out = Output::default();
         let mut resp = DeleteGroupsResponse::default();
-        for id in &req.groups_names {
+        let mut seen = BTreeSet::new();
+        // A group named twice is answered once, as Kafka does.
+        for id in req.groups_names.iter().filter(|g| seen.insert(g.0.clone())) {
             let group_id = id.0.to_string();
             let e = match self.validate(&group_id, EmptyGroupId::Allowed) {
                 Some(e) => e,
@@ -1306,6 +1317,9 @@ impl GroupCoordinator {
                 let partition = self.partition_for(&group_id);
                 self.groups
                     .insert(group_id.clone(), Group::new(&group_id, partition));
+            } else if v >= 9 {
+                // KIP-848 versions name the missing group (Kafka 4.x).
+                error = Some(ErrorCode::GroupIdNotFound);
             } else {
                 error = Some(ErrorCode::IllegalGeneration);
             }

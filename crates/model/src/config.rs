@@ -87,6 +87,23 @@ const fn topic(
     }
 }
 
+/// A topic config without a broker-level synonym.
+const fn own(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        broker_synonym: None,
+        default,
+        kind,
+        doc,
+        topic: true,
+    }
+}
+
 const fn broker(
     name: &'static str,
     default: &'static str,
@@ -268,7 +285,122 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         ConfigType::Boolean,
         "allow out-of-ISR leaders",
     ),
+    // Kafka 4.x keys that Moldau accepts, validates and describes with Kafka's defaults, so
+    // tools that read or copy a topic's whole config work; what they control is not
+    // implemented (codec levels: the broker never recompresses; throttles: no reassignment;
+    // tiered storage: `remote.storage.enable=true` is refused, as by a Kafka broker without
+    // tiered storage).
+    topic(
+        "compression.gzip.level",
+        "compression.gzip.level",
+        "-1",
+        ConfigType::Int,
+        "gzip level when the broker compresses (-1 or 1-9)",
+    ),
+    topic(
+        "compression.lz4.level",
+        "compression.lz4.level",
+        "9",
+        ConfigType::Int,
+        "lz4 level when the broker compresses (1-17)",
+    ),
+    topic(
+        "compression.zstd.level",
+        "compression.zstd.level",
+        "3",
+        ConfigType::Int,
+        "zstd level when the broker compresses (-131072-22)",
+    ),
+    own(
+        "errors.deadletterqueue.group.enable",
+        "false",
+        ConfigType::Boolean,
+        "whether share groups may use this topic as their dead-letter queue",
+    ),
+    own(
+        "follower.replication.throttled.replicas",
+        "",
+        ConfigType::List,
+        "replicas throttled on followers (partition:broker list or *)",
+    ),
+    own(
+        "leader.replication.throttled.replicas",
+        "",
+        ConfigType::List,
+        "replicas throttled on leaders (partition:broker list or *)",
+    ),
+    topic(
+        "local.retention.bytes",
+        "log.local.retention.bytes",
+        "-2",
+        ConfigType::Long,
+        "local retention by size with tiered storage (-2: retention.bytes)",
+    ),
+    topic(
+        "local.retention.ms",
+        "log.local.retention.ms",
+        "-2",
+        ConfigType::Long,
+        "local retention by time with tiered storage (-2: retention.ms)",
+    ),
+    topic(
+        "max.decompressed.message.bytes",
+        "max.decompressed.message.bytes",
+        "2147483639",
+        ConfigType::Int,
+        "largest decompressed record batch accepted",
+    ),
+    topic(
+        "remote.copy.lag.bytes",
+        "log.remote.copy.lag.bytes",
+        "-1",
+        ConfigType::Long,
+        "bytes a tiered-storage copy may lag",
+    ),
+    topic(
+        "remote.copy.lag.ms",
+        "log.remote.copy.lag.ms",
+        "0",
+        ConfigType::Long,
+        "time a tiered-storage copy may lag",
+    ),
+    own(
+        "remote.log.copy.disable",
+        "false",
+        ConfigType::Boolean,
+        "stop copying segments to tiered storage",
+    ),
+    own(
+        "remote.log.delete.on.disable",
+        "false",
+        ConfigType::Boolean,
+        "delete tiered data when tiered storage is disabled",
+    ),
+    own(
+        "remote.storage.enable",
+        "false",
+        ConfigType::Boolean,
+        "tiered storage for this topic (not supported: must stay false)",
+    ),
 ];
+
+/// Broker keys that are topic-config synonyms but have no default of their own in Kafka (the
+/// default comes from an hours or minutes variant): DescribeConfigs lists no default synonym
+/// for them.
+const SYNONYMS_WITHOUT_DEFAULT: &[&str] = &[
+    "log.retention.ms",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.flush.interval.ms",
+];
+
+/// The broker-level default synonym DescribeConfigs lists for a topic config, as Kafka does:
+/// the broker synonym with its default, when that synonym has a default of its own.
+pub fn default_synonym(def: &ConfigDef) -> Option<(&'static str, &'static str)> {
+    def.broker_synonym
+        .filter(|s| !SYNONYMS_WITHOUT_DEFAULT.contains(s))
+        .map(|s| (s, def.default))
+}
 
 /// Broker-only keys (topic defaults are set through the synonyms in `TOPIC_CONFIGS`).
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
@@ -941,6 +1073,64 @@ impl TopicConfig {
             .map_err(|_| ConfigError::new(k, &v, "expected a number"))?;
         if !(0.0..=1.0).contains(&min_cleanable_dirty_ratio) {
             return Err(ConfigError::new(k, &v, "must be between 0 and 1"));
+        }
+        let ranged = |name: &'static str, lo: i64, hi: i64| -> Result<(), ConfigError> {
+            let (k, v) = get(name);
+            let n = parse_i64(k, &v)?;
+            if n < lo || n > hi {
+                return Err(ConfigError::new(
+                    k,
+                    &v,
+                    format!("must be between {lo} and {hi}"),
+                ));
+            }
+            Ok(())
+        };
+        let (k, v) = get("compression.gzip.level");
+        if parse_i32(k, &v)? != -1 {
+            ranged("compression.gzip.level", 1, 9)?;
+        }
+        ranged("compression.lz4.level", 1, 17)?;
+        ranged("compression.zstd.level", -131072, 22)?;
+        ranged("local.retention.bytes", -2, i64::MAX)?;
+        ranged("local.retention.ms", -2, i64::MAX)?;
+        ranged("max.decompressed.message.bytes", 0, i64::from(i32::MAX))?;
+        long("remote.copy.lag.bytes", -1)?;
+        long("remote.copy.lag.ms", 0)?;
+        for flag in [
+            "errors.deadletterqueue.group.enable",
+            "remote.log.copy.disable",
+            "remote.log.delete.on.disable",
+        ] {
+            boolean(flag)?;
+        }
+        if boolean("remote.storage.enable")? {
+            let (k, v) = get("remote.storage.enable");
+            return Err(ConfigError::new(
+                k,
+                &v,
+                "Tiered Storage functionality is disabled in the broker",
+            ));
+        }
+        for list in [
+            "follower.replication.throttled.replicas",
+            "leader.replication.throttled.replicas",
+        ] {
+            let (k, v) = get(list);
+            let ok = v.trim().is_empty()
+                || v.trim() == "*"
+                || v.split(',').all(|e| {
+                    e.trim()
+                        .split_once(':')
+                        .is_some_and(|(p, b)| p.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+                });
+            if !ok {
+                return Err(ConfigError::new(
+                    k,
+                    &v,
+                    "expected * or a list of partition:broker pairs",
+                ));
+            }
         }
         Ok(TopicConfig {
             cleanup_policy,

@@ -60,7 +60,14 @@ pub async fn create_topics(
     // Per topic: either an immediate error, or the index of its spec in the controller call.
     let mut slots: Vec<Result<usize, CreatableTopicResult>> = Vec::with_capacity(req.topics.len());
     let mut specs = Vec::new();
-    for t in &req.topics {
+    // Kafka answers a repeated name once.
+    let mut answered = std::collections::HashSet::new();
+    let topics: Vec<_> = req
+        .topics
+        .iter()
+        .filter(|t| answered.insert(t.name.0.clone()))
+        .collect();
+    for t in &topics {
         let name = t.name.0.to_string();
         if seen.get(&name).copied().unwrap_or(0) > 1 {
             slots.push(Err(fail(
@@ -70,6 +77,21 @@ pub async fn create_topics(
                     "Create topics request from client contains multiple entries for topic {name}"
                 ),
             )));
+            continue;
+        }
+        // With its timeout already over (timeout_ms <= 0) the request reaches Kafka's
+        // controller expired: every topic gets REQUEST_TIMED_OUT and nothing is created.
+        if req.timeout_ms <= 0 {
+            slots.push(Err(fail(
+                &t.name,
+                ErrorCode::RequestTimedOut,
+                "The request timed out before it was processed.".into(),
+            )));
+            continue;
+        }
+        // Kafka checks the name and the configs before the partitions and replicas.
+        if let Err(msg) = model::ids::validate_topic_name(&name) {
+            slots.push(Err(fail(&t.name, ErrorCode::InvalidTopicException, msg)));
             continue;
         }
         let mut configs = BTreeMap::new();
@@ -88,6 +110,13 @@ pub async fn create_topics(
                 ErrorCode::InvalidConfig,
                 format!("Null value not supported for topic configs: {k}"),
             )));
+            continue;
+        }
+        if let Some(e) = configs
+            .iter()
+            .find_map(|(k, v)| model::TopicConfig::validate(k, v).err())
+        {
+            slots.push(Err(fail(&t.name, ErrorCode::InvalidConfig, e.to_string())));
             continue;
         }
         let mut assignment = Vec::new();
@@ -141,9 +170,8 @@ pub async fn create_topics(
             (Err(e), offset) => (vec![Err(e); count], offset),
         }
     };
-    let topics = req
-        .topics
-        .iter()
+    let topics = topics
+        .into_iter()
         .zip(slots)
         .map(|(t, slot)| match slot {
             Err(r) => r,
@@ -206,20 +234,53 @@ pub async fn delete_topics(
             .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
             .collect()
     };
-    let refs: Vec<TopicRef> = targets
-        .iter()
-        .map(|(name, id)| match name {
-            Some(n) => TopicRef::Name(n.clone()),
-            None => TopicRef::Id(from_uuid(*id)),
+    let mut counts: HashMap<(Option<String>, uuid::Uuid), usize> = HashMap::new();
+    for t in &targets {
+        *counts.entry(t.clone()).or_default() += 1;
+    }
+    // Kafka answers a repeated topic once; entries naming nothing are each answered.
+    let mut answered = std::collections::HashSet::new();
+    let targets: Vec<_> = targets
+        .into_iter()
+        .filter(|(name, id)| {
+            (name.is_none() && id.is_nil()) || answered.insert((name.clone(), *id))
         })
         .collect();
-    let (results, offset) = if !state.config.delete_topic_enable {
-        let e = ControllerError::new(
-            ErrorCode::TopicDeletionDisabled,
-            "Topic deletion is disabled.",
-        );
-        (vec![Err(e); refs.len()], -1)
-    } else if refs.is_empty() {
+    // Per entry: an immediate error (Kafka's controller checks these first), or its index in
+    // the controller call.
+    let mut slots: Vec<Result<usize, ControllerError>> = Vec::with_capacity(targets.len());
+    let mut refs: Vec<TopicRef> = Vec::new();
+    for (name, id) in &targets {
+        let early = if name.is_none() && id.is_nil() {
+            Some((
+                ErrorCode::InvalidRequest,
+                "Neither topic name nor id were specified.",
+            ))
+        } else if req.timeout_ms <= 0 {
+            // The timeout already over: REQUEST_TIMED_OUT for every entry, nothing deleted.
+            Some((ErrorCode::RequestTimedOut, "The request timed out."))
+        } else if counts.get(&(name.clone(), *id)).copied().unwrap_or(0) > 1 {
+            Some((ErrorCode::InvalidRequest, "Duplicate topic in the request."))
+        } else if !state.config.delete_topic_enable {
+            Some((
+                ErrorCode::TopicDeletionDisabled,
+                "Topic deletion is disabled.",
+            ))
+        } else {
+            None
+        };
+        match early {
+            Some((e, msg)) => slots.push(Err(ControllerError::new(e, msg))),
+            None => {
+                slots.push(Ok(refs.len()));
+                refs.push(match name {
+                    Some(n) => TopicRef::Name(n.clone()),
+                    None => TopicRef::Id(from_uuid(*id)),
+                });
+            }
+        }
+    }
+    let (answers, offset) = if refs.is_empty() {
         (Vec::new(), -1)
     } else {
         let count = refs.len();
@@ -229,6 +290,18 @@ pub async fn delete_topics(
             (Err(e), offset) => (vec![Err(e); count], offset),
         }
     };
+    let results: Vec<_> = slots
+        .into_iter()
+        .map(|slot| match slot {
+            Err(e) => Err(e),
+            Ok(i) => answers.get(i).cloned().unwrap_or_else(|| {
+                Err(ControllerError::new(
+                    ErrorCode::UnknownServerError,
+                    "no answer",
+                ))
+            }),
+        })
+        .collect();
     let responses = targets
         .into_iter()
         .zip(results)
@@ -268,39 +341,92 @@ pub async fn create_partitions(
     state: Arc<BrokerState>,
     req: CreatePartitionsRequest,
 ) -> (CreatePartitionsResponse, i64) {
-    let topics: Vec<(String, i32, Vec<Vec<i32>>)> = req
-        .topics
-        .iter()
-        .map(|t| {
-            let assignment = t
-                .assignments
-                .as_ref()
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
-                        .collect()
-                })
-                .unwrap_or_default();
-            (t.name.0.to_string(), t.count, assignment)
-        })
-        .collect();
-    let count = topics.len();
-    let request = Request::CreatePartitions {
-        topics,
-        validate_only: req.validate_only,
-        origin: Origin::Client,
-    };
-    let (results, offset) = match submit(&state, request).await {
-        (Ok(Reply::CreatePartitions(r)), offset) => (r, offset),
-        (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
-        (Err(e), offset) => (vec![Err(e); count], offset),
-    };
-    let results = req
+    let image = state.image();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.0.to_string()).or_default() += 1;
+    }
+    // Kafka answers a repeated topic once, with INVALID_REQUEST.
+    let mut answered = std::collections::HashSet::new();
+    let topics: Vec<_> = req
         .topics
         .into_iter()
-        .zip(results)
-        .map(|(t, result)| {
+        .filter(|t| answered.insert(t.name.0.to_string()))
+        .collect();
+    // Per topic: an immediate error, or its index in the controller call.
+    let mut slots: Vec<Result<usize, ControllerError>> = Vec::with_capacity(topics.len());
+    let mut asks: Vec<(String, i32, Vec<Vec<i32>>)> = Vec::new();
+    for t in &topics {
+        let name = t.name.0.to_string();
+        // With the timeout already over Kafka's controller answers REQUEST_TIMED_OUT.
+        if req.timeout_ms <= 0 {
+            slots.push(Err(ControllerError::new(
+                ErrorCode::RequestTimedOut,
+                "The request timed out before it was processed.",
+            )));
+            continue;
+        }
+        if counts.get(&name).copied().unwrap_or(0) > 1 {
+            slots.push(Err(ControllerError::new(
+                ErrorCode::InvalidRequest,
+                format!("Duplicate topic {name} in the request."),
+            )));
+            continue;
+        }
+        // An empty (not null) assignment list adds no partitions' replicas: Kafka refuses it.
+        if let (Some(assignments), Some(topic)) = (&t.assignments, image.topic(&name)) {
+            let added = usize::try_from(t.count)
+                .unwrap_or(0)
+                .saturating_sub(topic.partitions.len());
+            if added > 0 && assignments.is_empty() {
+                slots.push(Err(ControllerError::new(
+                    ErrorCode::InvalidReplicaAssignment,
+                    format!("Attempted to add {added} additional partition(s), but only 0 assignment(s) were specified."),
+                )));
+                continue;
+            }
+        }
+        let assignment = t
+            .assignments
+            .as_ref()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            })
+            .unwrap_or_default();
+        slots.push(Ok(asks.len()));
+        asks.push((name, t.count, assignment));
+    }
+    let (results, offset) = if asks.is_empty() {
+        (Vec::new(), -1)
+    } else {
+        let count = asks.len();
+        let request = Request::CreatePartitions {
+            topics: asks,
+            validate_only: req.validate_only,
+            origin: Origin::Client,
+        };
+        match submit(&state, request).await {
+            (Ok(Reply::CreatePartitions(r)), offset) => (r, offset),
+            (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
+            (Err(e), offset) => (vec![Err(e); count], offset),
+        }
+    };
+    let results = topics
+        .into_iter()
+        .zip(slots)
+        .map(|(t, slot)| {
             let r = CreatePartitionsTopicResult::default().with_name(t.name);
+            let result = match slot {
+                Err(e) => Err(e),
+                Ok(i) => results.get(i).cloned().unwrap_or_else(|| {
+                    Err(ControllerError::new(
+                        ErrorCode::UnknownServerError,
+                        "no answer",
+                    ))
+                }),
+            };
             match result {
                 Ok(()) => r,
                 Err(e) => r
@@ -320,10 +446,15 @@ pub fn describe_log_dirs(
     req: DescribeLogDirsRequest,
     version: i16,
 ) -> DescribeLogDirsResponse {
+    // A topic named twice asks for the partitions of both entries.
     let wanted: Option<HashMap<String, Vec<i32>>> = req.topics.map(|ts| {
-        ts.into_iter()
-            .map(|t| (t.topic.0.to_string(), t.partitions))
-            .collect()
+        let mut m: HashMap<String, Vec<i32>> = HashMap::new();
+        for t in ts {
+            m.entry(t.topic.0.to_string())
+                .or_default()
+                .extend(t.partitions);
+        }
+        m
     });
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
     for p in state.replicas.all() {

@@ -84,11 +84,9 @@ fn describe_topic(
                     synonyms.push(synonym(s, v, source));
                 }
             }
-            synonyms.push(synonym(
-                def.broker_synonym.unwrap_or(def.name),
-                def.default,
-                ConfigSource::Default,
-            ));
+            if let Some((name, default)) = model::config::default_synonym(def) {
+                synonyms.push(synonym(name, default, ConfigSource::Default));
+            }
             Some(entry(def, def.name, value, source, false, synonyms, opts))
         })
         .collect()
@@ -216,8 +214,10 @@ pub fn describe_configs(
         .resources
         .into_iter()
         .map(|res| {
+            // An empty key list asks for every config, as null does (Kafka).
             let keys: Option<Vec<String>> = res
                 .configuration_keys
+                .filter(|ks| !ks.is_empty())
                 .map(|ks| ks.iter().map(|k| k.to_string()).collect());
             let name = res.resource_name.to_string();
             let base = DescribeConfigsResult::default()
@@ -231,10 +231,13 @@ pub fn describe_configs(
             match res.resource_type {
                 TOPIC => match image.topic(&name) {
                     Some(t) => base.with_configs(describe_topic(&layers, &t.configs, &keys, &opts)),
-                    None => fail(
-                        ErrorCode::UnknownTopicOrPartition,
-                        format!("Topic '{name}' does not exist."),
-                    ),
+                    None => match model::ids::validate_topic_name(&name) {
+                        Err(msg) => fail(ErrorCode::InvalidTopicException, msg),
+                        Ok(()) => fail(
+                            ErrorCode::UnknownTopicOrPartition,
+                            format!("Topic '{name}' does not exist."),
+                        ),
+                    },
                 },
                 BROKER if name.is_empty() => base.with_configs(describe_broker_default(
                     image.broker_configs.get(""),
@@ -251,7 +254,15 @@ pub fn describe_configs(
                         state.node_id
                     ),
                 ),
-                BROKER_LOGGER => base,
+                // Moldau has no log4j loggers to list; the broker id is checked as Kafka does.
+                BROKER_LOGGER if name == state.node_id.to_string() => base,
+                BROKER_LOGGER => fail(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "Unexpected broker id, expected {} but received {name}",
+                        state.node_id
+                    ),
+                ),
                 GROUP if name.is_empty() => fail(
                     ErrorCode::InvalidRequest,
                     "Group name must not be empty".into(),
@@ -305,6 +316,60 @@ async fn alter(
         Err(e) => vec![Err((e.code, e.message)); count],
     };
     (results, answer.offset)
+}
+
+/// Whether an IncrementalAlterConfigs resource APPENDs to or SUBTRACTs from a topic config that
+/// is not a list.
+fn appends_to_non_list(
+    configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> bool {
+    configs.iter().any(|c| {
+        (c.config_operation == APPEND || c.config_operation == SUBTRACT)
+            && model::config::topic_config_def(&c.name).map(|d| d.kind) != Some(ConfigType::List)
+    })
+}
+
+/// An APPEND or SUBTRACT without a value: Kafka's first check (INVALID_REQUEST).
+fn null_list_value(
+    configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<(), (ErrorCode, String)> {
+    match configs.iter().find(|c| {
+        (c.config_operation == APPEND || c.config_operation == SUBTRACT) && c.value.is_none()
+    }) {
+        Some(c) => Err((
+            ErrorCode::InvalidRequest,
+            format!("Null value not supported for : {}", &*c.name),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The resource-name checks of a topic config change: the empty name is the cluster default
+/// (not alterable as a topic), an invalid name cannot exist.
+fn topic_name_ok(name: &str) -> Result<(), (ErrorCode, String)> {
+    if name.is_empty() {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "Default topic resources are not allowed.".into(),
+        ));
+    }
+    model::ids::validate_topic_name(name).map_err(|m| (ErrorCode::InvalidTopicException, m))
+}
+
+/// Kafka checks the configs a request sets before it looks the topic up: an unknown name or
+/// a bad value is INVALID_CONFIG even for a topic that does not exist.
+fn unknown_topic_config<'a>(
+    mut sets: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), (ErrorCode, String)> {
+    match sets.find_map(|(n, v)| {
+        if model::config::topic_config_def(n).is_none() {
+            return Some(format!("Unknown topic config name: {n}"));
+        }
+        v.and_then(|v| TopicConfig::validate(n, v).err().map(|e| e.to_string()))
+    }) {
+        Some(msg) => Err((ErrorCode::InvalidConfig, msg)),
+        None => Ok(()),
+    }
 }
 
 /// Resolves each resource's outcome: a local error, or the controller's result for its change.
@@ -379,11 +444,15 @@ pub async fn alter_configs(
         .resources
         .iter()
         .map(|res| {
-            let changes = res
+            let changes: BTreeMap<String, Option<String>> = res
                 .configs
                 .iter()
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect();
+            if res.resource_type == TOPIC {
+                topic_name_ok(&res.resource_name)?;
+                unknown_topic_config(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))?;
+            }
             change_for(res.resource_type, &res.resource_name, changes, true)
         })
         .collect();
@@ -436,11 +505,14 @@ const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
 /// The changes an IncrementalAlterConfigs resource asks for (SET, DELETE, and APPEND /
-/// SUBTRACT on list configs), given each key's current value and type.
+/// SUBTRACT on list configs), given each key's current value and type (`None`: unknown key).
+/// `lists` says whether APPEND / SUBTRACT work at all for the resource: Kafka 4.x refuses
+/// them on group configs ("its type is not LIST").
 fn incremental_changes(
     configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
     current: impl Fn(&str) -> Option<String>,
     kind: impl Fn(&str) -> Option<ConfigType>,
+    lists: bool,
 ) -> Result<BTreeMap<String, Option<String>>, (ErrorCode, String)> {
     let list = |s: Option<String>| -> Vec<String> {
         s.map(|s| {
@@ -459,10 +531,12 @@ fn incremental_changes(
             SET => {
                 changes.insert(key, value);
             }
+            // Deleting a key that is not set is a no-op in Kafka, even an unknown key.
+            DELETE if kind(&key).is_none() => {}
             DELETE => {
                 changes.insert(key, None);
             }
-            APPEND | SUBTRACT if kind(&key) == Some(ConfigType::List) => {
+            APPEND | SUBTRACT if lists && kind(&key) == Some(ConfigType::List) => {
                 let now = changes
                     .get(&key)
                     .cloned()
@@ -483,7 +557,7 @@ fn incremental_changes(
             APPEND | SUBTRACT => {
                 return Err((
                     ErrorCode::InvalidConfig,
-                    format!("Config value append is not allowed for config key: {key}"),
+                    format!("Can't APPEND to key {key} because its type is not LIST."),
                 ));
             }
             op => {
@@ -510,20 +584,57 @@ pub async fn incremental_alter_configs(
         .iter()
         .map(|res| {
             let name = res.resource_name.to_string();
+            // Unknown operations are answered by `incremental_changes`.
+            let ops_known = res
+                .configs
+                .iter()
+                .all(|c| (SET..=SUBTRACT).contains(&c.config_operation));
+            let names = unknown_topic_config(
+                res.configs
+                    .iter()
+                    .filter(|c| ops_known && c.config_operation != DELETE)
+                    .map(|c| {
+                        let set = c.config_operation == SET;
+                        (c.name.as_str(), c.value.as_deref().filter(|_| set))
+                    }),
+            );
             let changes = match res.resource_type {
-                TOPIC => match image.topic(&name) {
-                    Some(topic) => incremental_changes(
-                        &res.configs,
-                        |k| TopicConfig::lookup(k, &effective, &topic.configs).map(|(v, _)| v),
-                        |k| model::config::topic_config_def(k).map(|d| d.kind),
-                    )?,
-                    None => {
-                        return Err((
-                            ErrorCode::UnknownTopicOrPartition,
-                            format!("Topic '{name}' does not exist."),
-                        ))
+                // Operation checks come first in Kafka: null list values, unknown operations,
+                // then APPEND / SUBTRACT on keys that are not lists (known or not); then the
+                // resource name, then the config names and values, then the topic itself.
+                TOPIC => {
+                    null_list_value(&res.configs)?;
+                    if !ops_known || appends_to_non_list(&res.configs) {
+                        incremental_changes(
+                            &res.configs,
+                            |_| None,
+                            |k| model::config::topic_config_def(k).map(|d| d.kind),
+                            true,
+                        )?;
                     }
-                },
+                    topic_name_ok(&name)?;
+                    names?;
+                    match image.topic(&name) {
+                        Some(topic) => incremental_changes(
+                            &res.configs,
+                            |k| TopicConfig::lookup(k, &effective, &topic.configs).map(|(v, _)| v),
+                            |k| model::config::topic_config_def(k).map(|d| d.kind),
+                            true,
+                        )?,
+                        None => {
+                            return Err((
+                                ErrorCode::UnknownTopicOrPartition,
+                                format!("Topic '{name}' does not exist."),
+                            ))
+                        }
+                    }
+                }
+                GROUP if name.is_empty() => {
+                    return Err((
+                        ErrorCode::InvalidRequest,
+                        "Group name must not be empty".into(),
+                    ))
+                }
                 GROUP => {
                     let empty = BTreeMap::new();
                     let overrides = image.group_configs.get(&name).unwrap_or(&empty);
@@ -531,12 +642,14 @@ pub async fn incremental_alter_configs(
                         &res.configs,
                         |k| group_config::lookup(k, broker, overrides).map(|(v, _)| v),
                         |k| group_config::group_config_def(k).map(|d| d.def.kind),
+                        false,
                     )?
                 }
                 BROKER => incremental_changes(
                     &res.configs,
                     |k| broker_value(&image, &layers, &name, k),
                     |k| broker_config_def(k).map(|d| d.kind),
+                    true,
                 )?,
                 other => return Err(not_alterable(other)),
             };

@@ -17,6 +17,8 @@ struct PartitionPlan {
     index: i32,
     fetch_offset: i64,
     max_bytes: i32,
+    /// The leader epoch the client believes current (-1: unknown, not checked).
+    current_leader_epoch: i32,
 }
 
 struct TopicPlan {
@@ -27,6 +29,9 @@ struct TopicPlan {
 
 struct Plan {
     version: i16,
+    /// A replica id other than -1: the request claims to come from a follower, which this
+    /// broker does not have (single replica): Kafka answers NOT_LEADER_OR_FOLLOWER.
+    from_replica: bool,
     topics: Vec<TopicPlan>,
     max_bytes: usize,
     min_bytes: usize,
@@ -34,8 +39,27 @@ struct Plan {
 }
 
 pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
+    // Moldau keeps no incremental fetch sessions (KIP-227 lets a broker decline them: it
+    // answers session id 0 and clients send full requests). A request naming a session is
+    // answered as Kafka answers an unknown one.
+    // Epoch 0 opens a session and -1 closes one: both are full fetches. A later epoch needs
+    // a session this broker would have created.
+    if ctx.version >= 7 && req.session_epoch > 0 {
+        let resp =
+            FetchResponse::default().with_error_code(code(ErrorCode::FetchSessionIdNotFound));
+        return match encode(ctx, resp) {
+            Some(chunks) => Reply::Chunks(chunks),
+            None => Reply::Close,
+        };
+    }
+    let replica_id = if ctx.version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
     let plan = Plan {
         version: ctx.version,
+        from_replica: replica_id >= 0,
         topics: req
             .topics
             .into_iter()
@@ -49,6 +73,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
                         index: p.partition,
                         fetch_offset: p.fetch_offset,
                         max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: p.current_leader_epoch,
                     })
                     .collect(),
             })
@@ -180,6 +205,35 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 None => Err(ErrorCode::UnknownTopicId),
                 Some(n) => state.leader_partition(n, pp.index),
             };
+            // Errors of a partition this broker hosts carry null aborted transactions (Kafka's
+            // replica manager answers them); unknown topics and partitions an empty list.
+            let replica_error = |e: ErrorCode| {
+                PartitionData::default()
+                    .with_partition_index(pp.index)
+                    .with_high_watermark(-1)
+                    .with_error_code(code(e))
+                    .with_aborted_transactions(None)
+            };
+            // The leader epoch is checked before the claimed replica. A fetch from a broker
+            // that is not a replica gets UNKNOWN_LEADER_EPOCH when it names an epoch and
+            // NOT_LEADER_OR_FOLLOWER when it does not (Kafka 4.4's answers).
+            let checked = partition.as_ref().ok().and_then(|p| {
+                let from_replica = plan
+                    .from_replica
+                    .then_some(if pp.current_leader_epoch >= 0 {
+                        ErrorCode::UnknownLeaderEpoch
+                    } else {
+                        ErrorCode::NotLeaderOrFollower
+                    });
+                super::offsets::check_leader_epoch(pp.current_leader_epoch, p.leader_epoch())
+                    .filter(|_| plan.version >= 9)
+                    .or(from_replica)
+            });
+            if let Some(e) = checked {
+                errors = true;
+                partitions.push(replica_error(e));
+                continue;
+            }
             let partition = match partition {
                 Ok(p) => p,
                 Err(e) => {
@@ -230,10 +284,15 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                         pd = pd.with_aborted_transactions(None);
                     }
                     pd = pd.with_records(Some(r.data));
+                    if !plan.read_committed {
+                        // Kafka sends null: read_uncommitted clients have nothing to drop.
+                        pd = pd.with_aborted_transactions(None);
+                    }
                 }
                 Err(e) => {
+                    // An error answer carries no offsets, as Kafka's does.
                     errors = true;
-                    pd = pd.with_error_code(code(e.error_code()));
+                    pd = replica_error(e.error_code());
                 }
             }
             partitions.push(pd);
@@ -247,9 +306,35 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
         topics.push(t);
     }
     (
-        FetchResponse::default().with_responses(topics),
+        FetchResponse::default().with_responses(merge_topics(topics)),
         total,
         errors,
         sent,
     )
+}
+
+/// Kafka builds a Fetch answer from a map of partitions: a topic named twice is answered
+/// once, a topic without partitions not at all, and a partition asked twice once (the last).
+fn merge_topics(topics: Vec<FetchableTopicResponse>) -> Vec<FetchableTopicResponse> {
+    let mut out: Vec<FetchableTopicResponse> = Vec::with_capacity(topics.len());
+    for t in topics {
+        let slot = out
+            .iter_mut()
+            .position(|o| o.topic == t.topic && o.topic_id == t.topic_id);
+        let target = match slot {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(t.clone().with_partitions(Vec::new()));
+                out.last_mut().expect("just pushed")
+            }
+        };
+        for p in t.partitions {
+            target
+                .partitions
+                .retain(|q| q.partition_index != p.partition_index);
+            target.partitions.push(p);
+        }
+    }
+    out.retain(|t| !t.partitions.is_empty());
+    out
 }

@@ -67,6 +67,7 @@ fn error_topic(
 ) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default()
         .with_error_code(code(e))
+        .with_is_internal(name.is_some_and(metadata::image::is_internal_topic))
         .with_name(name.map(super::topic_name));
     if version >= 10 {
         t = t.with_topic_id(id);
@@ -133,7 +134,12 @@ fn build(
             }
         }
         Some(list) => {
+            // Kafka reads the requested topics as a set: a name asked twice is answered once.
+            let mut asked = std::collections::HashSet::new();
             for rt in list {
+                if !asked.insert((rt.name.clone(), rt.topic_id)) {
+                    continue;
+                }
                 let by_id = !rt.topic_id.is_nil();
                 let name = rt.name.as_ref().map(|n| n.0.to_string());
                 // As Kafka: a topic with an id is looked up by id, whatever its name says (the
@@ -244,11 +250,15 @@ pub fn describe_cluster(
     version: i16,
 ) -> DescribeClusterResponse {
     let image = state.image();
-    // Endpoint type 1 = brokers, 2 = controllers (answered with brokers on a broker listener).
-    if version >= 1 && req.endpoint_type != 1 && req.endpoint_type != 2 {
-        return DescribeClusterResponse::default()
-            .with_error_code(code(ErrorCode::UnsupportedEndpointType))
-            .with_endpoint_type(req.endpoint_type);
+    // Endpoint type 1 = brokers, 2 = controllers. This listener serves clients, so it
+    // answers as a Kafka broker listener does: controllers are asked on their own listener.
+    if version >= 1 && req.endpoint_type != 1 {
+        let e = if req.endpoint_type == 2 {
+            ErrorCode::MismatchedEndpointType
+        } else {
+            ErrorCode::UnsupportedEndpointType
+        };
+        return DescribeClusterResponse::default().with_error_code(code(e));
     }
     let brokers = image
         .live_brokers()

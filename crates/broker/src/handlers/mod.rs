@@ -34,6 +34,9 @@ pub enum Reply {
     LaterChunks(Pin<Box<dyn Future<Output = Option<Vec<Bytes>>> + Send>>),
     /// No response at all (acks=0 produce).
     None,
+    /// Close the connection after the replies before this one, reading nothing more from it
+    /// (Kafka's answer to requests it cannot parse, and to a failed acks=0 produce).
+    Close,
 }
 
 /// The version, correlation id and API of the request being answered, and the listener it
@@ -155,9 +158,21 @@ pub fn dispatch(
                 None => Reply::Later(Box::pin(async { None })),
             }
         }
-        RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
-            protocol::versions::api_versions_response(0),
-        )),
+        RequestKind::ApiVersions(r) => {
+            // v3+ name the client software; Kafka refuses names outside its pattern.
+            let valid = |s: &StrBytes| valid_software_name(s);
+            let resp = if v >= 3
+                && !(valid(&r.client_software_name) && valid(&r.client_software_version))
+            {
+                protocol::messages::ApiVersionsResponse::default()
+                    .with_error_code(code(ErrorCode::InvalidRequest))
+            } else {
+                protocol::versions::api_versions_response(0)
+            };
+            ctx.ready(ResponseKind::ApiVersions(resp))
+        }
+        // Null topics ("all") exist from v1 on; Kafka cannot parse them at v0 and closes.
+        RequestKind::Metadata(r) if v == 0 && r.topics.is_none() => Reply::Close,
         RequestKind::Metadata(r) => metadata::metadata(state, ctx, r),
         RequestKind::Produce(r) => produce::produce(state, ctx, r),
         RequestKind::Fetch(r) => fetch::fetch(state, ctx, r),
@@ -232,7 +247,7 @@ pub fn dispatch(
                     Reply::Later(f) => f.await,
                     Reply::Chunks(c) => Some(c.concat().into()),
                     Reply::LaterChunks(f) => f.await.map(|c| c.concat().into()),
-                    Reply::None => None,
+                    Reply::None | Reply::Close => None,
                 }
             }))
         }
@@ -283,6 +298,19 @@ pub fn dispatch(
             tracing::error!(api = ?ctx.api, "request for an API without a handler: {other:?}");
             Reply::Later(Box::pin(async { None }))
         }
+    }
+}
+
+/// Kafka's pattern for ApiVersions client software names and versions:
+/// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
+fn valid_software_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let inner = |c: &u8| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.';
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) => {
+            f.is_ascii_alphanumeric() && l.is_ascii_alphanumeric() && b.iter().all(inner)
+        }
+        _ => false,
     }
 }
 

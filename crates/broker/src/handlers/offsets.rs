@@ -19,6 +19,18 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+
+/// Kafka's check of a request's current leader epoch against the partition's: an older epoch
+/// is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, -1 skips the check.
+pub fn check_leader_epoch(requested: i32, current: i32) -> Option<ErrorCode> {
+    match requested {
+        -1 => None,
+        e if e < current => Some(ErrorCode::FencedLeaderEpoch),
+        e if e > current => Some(ErrorCode::UnknownLeaderEpoch),
+        _ => None,
+    }
+}
 
 pub fn list_offsets(
     state: &Arc<BrokerState>,
@@ -26,22 +38,51 @@ pub fn list_offsets(
     version: i16,
 ) -> ListOffsetsResponse {
     let read_committed = req.isolation_level == 1;
+    let mut seen = std::collections::HashSet::new();
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            // A partition asked for twice gets one INVALID_REQUEST entry, as in Kafka.
+            let mut duplicates = std::collections::HashSet::new();
+            for p in &t.partitions {
+                if !seen.insert((t.name.0.clone(), p.partition_index)) {
+                    duplicates.insert(p.partition_index);
+                }
+            }
+            let mut answered = std::collections::HashSet::new();
             let partitions = t
                 .partitions
                 .into_iter()
+                .filter(|p| answered.insert(p.partition_index))
                 .map(|p| {
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
+                    if duplicates.contains(&p.partition_index) {
+                        return r.with_error_code(code(ErrorCode::InvalidRequest));
+                    }
+                    // Specs newer than the request's version (MAX_TIMESTAMP needs v7+,
+                    // EARLIEST_LOCAL v8+, LATEST_TIERED v9+, EARLIEST_PENDING_UPLOAD v11+).
+                    if (p.timestamp == MAX_TIMESTAMP && version < 7)
+                        || (p.timestamp == EARLIEST_LOCAL && version < 8)
+                        || (p.timestamp == LATEST_TIERED && version < 9)
+                        || p.timestamp == EARLIEST_PENDING_UPLOAD
+                    {
+                        return r.with_error_code(code(ErrorCode::UnsupportedVersion));
+                    }
                     let partition = match state.leader_partition(&t.name.0, p.partition_index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),
                     };
+                    if version >= 4 {
+                        if let Some(e) =
+                            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch())
+                        {
+                            return r.with_error_code(code(e));
+                        }
+                    }
                     let latest = if read_committed {
                         partition.last_stable_offset()
                     } else {
@@ -60,11 +101,15 @@ pub fn list_offsets(
                             return r.with_error_code(code(ErrorCode::InvalidRequest));
                         }
                     };
-                    if let Some((offset, ts)) = found {
-                        r = r.with_offset(offset).with_timestamp(ts);
-                    }
-                    if version >= 4 {
-                        r = r.with_leader_epoch(partition.leader_epoch());
+                    match found {
+                        // Nothing found: offset, timestamp and leader epoch all -1.
+                        Some((offset, ts)) if offset >= 0 => {
+                            r = r.with_offset(offset).with_timestamp(ts);
+                            if version >= 4 {
+                                r = r.with_leader_epoch(partition.leader_epoch());
+                            }
+                        }
+                        _ => {}
                     }
                     r
                 })

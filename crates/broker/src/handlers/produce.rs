@@ -7,7 +7,9 @@ use crate::state::BrokerState;
 use crate::txn_partition::TxnAppendError;
 use bytes::Bytes;
 use model::ErrorCode;
-use protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use protocol::messages::{ProduceRequest, ProduceResponse};
 use protocol::ResponseKind;
 use record::BatchHeader;
@@ -67,6 +69,10 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::CorruptMessage));
                 continue;
             };
+            if let Some(e) = validate_records(version, &records) {
+                partitions.push(err(r, e));
+                continue;
+            }
             if has_control_batch(&records) {
                 // Transaction markers are the broker's to write (Kafka: INVALID_RECORD).
                 partitions.push(err(r, ErrorCode::InvalidRecord));
@@ -99,8 +105,19 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 Err((ec, message)) => {
                     tracing::debug!(partition = %partition.tp, error = %message, "produce rejected");
                     r = err(r, ec);
+                    // Kafka reports the log start offset with record-validation errors (not
+                    // with corrupt or oversized batches), and the failing record for timestamp
+                    // errors.
+                    if version >= 5 && reports_log_start(ec) {
+                        r = r.with_log_start_offset(partition.log.log_start_offset());
+                    }
                     if version >= 8 {
-                        r = r.with_error_message(Some(super::str_bytes(message)));
+                        r = r.with_error_message(Some(super::str_bytes(message.clone())));
+                        if ec == ErrorCode::InvalidTimestamp {
+                            r = r.with_record_errors(vec![BatchIndexAndErrorMessage::default()
+                                .with_batch_index(0)
+                                .with_batch_index_error_message(Some(super::str_bytes(message)))]);
+                        }
                     }
                 }
             }
@@ -118,6 +135,15 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
         state.notify_data();
     }
     if acks == 0 {
+        // No answer for acks=0; an error closes the connection so the producer notices
+        // (Kafka does the same).
+        let failed = topics
+            .iter()
+            .flat_map(|t| t.partition_responses.iter())
+            .any(|p| p.error_code != 0);
+        if failed {
+            return Reply::Close;
+        }
         return Reply::None;
     }
     let resp = ProduceResponse::default().with_responses(topics);
@@ -227,4 +253,42 @@ fn append(
                 )
             }
         })
+}
+
+/// Kafka's `ProduceRequest.validateRecords` (v3+): exactly one record batch (a truncated
+/// batch counts as none) of magic 2 (INVALID_RECORD otherwise), and zstd only from v7 on
+/// (UNSUPPORTED_COMPRESSION_TYPE). Unknown magic values are left to the log's validation
+/// (CORRUPT_MESSAGE), as in Kafka.
+fn validate_records(version: i16, records: &bytes::Bytes) -> Option<ErrorCode> {
+    let mut batches = record::BatchSplitter::new(records);
+    let header = match (batches.next(), batches.next()) {
+        (Some(Ok((_, batch))), None) => record::BatchHeader::parse(batch).ok(),
+        _ => None,
+    };
+    let Some(h) = header else {
+        return Some(ErrorCode::InvalidRecord);
+    };
+    if h.magic < record::MAGIC_V2 {
+        return Some(ErrorCode::InvalidRecord);
+    }
+    if version < 7
+        && h.magic == record::MAGIC_V2
+        && h.compression_id() == record::Compression::Zstd.id()
+    {
+        return Some(ErrorCode::UnsupportedCompressionType);
+    }
+    None
+}
+
+/// Whether Kafka reports the log start offset with this produce error (record validation and
+/// producer-state errors do; corrupt, oversized and routing errors don't).
+fn reports_log_start(e: ErrorCode) -> bool {
+    matches!(
+        e,
+        ErrorCode::InvalidRecord
+            | ErrorCode::InvalidTimestamp
+            | ErrorCode::OutOfOrderSequenceNumber
+            | ErrorCode::InvalidProducerEpoch
+            | ErrorCode::UnknownProducerId
+    )
 }

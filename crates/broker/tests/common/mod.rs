@@ -83,7 +83,10 @@ pub async fn still_serving(addr: std::net::SocketAddr) {
         &mut s,
         ApiKey::ApiVersions,
         3,
-        &ApiVersionsRequest::default(),
+        // Kafka refuses v3+ requests without a valid client software name (INVALID_REQUEST).
+        &ApiVersionsRequest::default()
+            .with_client_software_name(protocol::StrBytes::from_static_str("wire-test"))
+            .with_client_software_version(protocol::StrBytes::from_static_str("1.0")),
     )
     .await;
     assert_eq!(r.error_code, 0);

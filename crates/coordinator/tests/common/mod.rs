@@ -206,6 +206,11 @@ impl H {
         r.generation_id = generation;
         r.member_id = sb(member);
         r.group_instance_id = instance.map(sb);
+        if version >= 5 {
+            // Mandatory from v5 on (Kafka answers INCONSISTENT_GROUP_PROTOCOL without them).
+            r.protocol_type = Some(sb("consumer"));
+            r.protocol_name = Some(sb("range"));
+        }
         r.assignments = assignments
             .iter()
             .map(|(m, a)| {

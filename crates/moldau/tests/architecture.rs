@@ -38,6 +38,9 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             ],
         ),
         ("fuzzing", &["model", "record", "protocol", "storage"]),
+        // Test tool: speaks the wire protocol to brokers, never links one (the broker is a
+        // dev-dependency of its self-test only).
+        ("conformance", &["model", "record", "protocol"]),
         (
             "moldau",
             &[

@@ -265,7 +265,9 @@ def test_fetch_out_of_range(broker, topic):
     _seed(broker, topic)
     with kwire.connect(broker.address) as sock:
         part = kwire.fetch_v4(sock, topic, 0, 1000)
-        assert (part.error_code, part.high_watermark) == (1, 1)  # OFFSET_OUT_OF_RANGE
+        # OFFSET_OUT_OF_RANGE; as in Kafka 4.4 the error answer carries no offsets (checked
+        # against Kafka by crates/conformance).
+        assert (part.error_code, part.high_watermark) == (1, -1)
         part = kwire.fetch_v4(sock, topic, 0, 1, correlation_id=22)  # at the end: empty, no error
         assert (part.error_code, part.high_watermark) == (0, 1)
         assert not part.records

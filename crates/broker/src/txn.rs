@@ -242,16 +242,14 @@ impl Transactions {
     }
 
     /// FindCoordinator for a transactional id: the leader of its `__transaction_state`
-    /// partition in the committed image, with its endpoint on `listener`.
+    /// partition in the committed image, with its endpoint on `listener`. The empty id is located
+    /// like any other, as Kafka does (checked against Kafka 4.4 by crates/conformance).
     pub fn locate(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
         listener: &str,
         key: &str,
     ) -> Result<CoordinatorNode, ErrorCode> {
-        if key.is_empty() {
-            return Err(ErrorCode::InvalidRequest);
-        }
         let image = state.image();
         let topic = image
             .topic(TXN_TOPIC)

@@ -135,8 +135,9 @@ fn run(args: RunArgs) -> anyhow::Result<bool> {
     );
     let verbose = args.verbose || args.transcripts;
     let transcripts = args.transcripts;
+    let started = std::time::Instant::now();
     let reports = pair.run_all(&scenarios, &intentional, args.jobs, &|r| {
-        if r.failed() || verbose || r.diffs.iter().any(|d| d.kept.is_some()) {
+        if r.failed() || verbose {
             println!(
                 "{} run {} ({}): {} compared, {} skipped",
                 r.scenario, r.run, r.prefix, r.compared, r.skipped
@@ -167,9 +168,21 @@ fn run(args: RunArgs) -> anyhow::Result<bool> {
         std::fs::write(path, serde_json::to_vec_pretty(&reports)?)
             .with_context(|| format!("write {}", path.display()))?;
     }
+    // Every kept difference is named by its reason (listed in intentional.json); the runs
+    // showing each are in the report and printed with --verbose.
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
+    for d in reports.iter().flat_map(|r| &r.diffs) {
+        if let Some(reason) = &d.kept {
+            *by_reason.entry(reason.as_str()).or_default() += 1;
+        }
+    }
+    for (reason, n) in &by_reason {
+        println!("  kept {n}x: {reason}");
+    }
     println!(
-        "conformance: {} scenarios, {runs} runs, {compared} responses compared; {} runs differ, {kept} intentional differences",
+        "conformance: {} scenarios, {runs} runs, {compared} responses compared in {:.0}s; {} runs differ, {kept} intentional differences",
         scenarios.len(),
+        started.elapsed().as_secs_f64(),
         failed.len()
     );
     let mut ok = failed.is_empty();
@@ -178,8 +191,8 @@ fn run(args: RunArgs) -> anyhow::Result<bool> {
             "conformance: generating cases for {}s (seed {})",
             args.generate_secs, args.seed
         );
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_secs(args.generate_secs);
+        let started = std::time::Instant::now();
+        let deadline = started + std::time::Duration::from_secs(args.generate_secs);
         // Cases derive from every scenario, whatever `--only` selected to run.
         let found = conformance::generate::run(
             &pair,
@@ -209,12 +222,19 @@ fn run(args: RunArgs) -> anyhow::Result<bool> {
             println!("unstable difference (did not show again when re-run): {sig}");
         }
         println!(
-            "conformance: {} generated cases ({} invalid), {} differences found, {} unstable",
+            "conformance: {} generated cases ({} invalid) in {:.0}s, {} differences found, {} unstable",
             found.cases,
             found.invalid,
+            started.elapsed().as_secs_f64(),
             found.regressions.len(),
             found.unstable.len()
         );
+        if !found.regressions.is_empty() {
+            println!(
+                "conformance: generated differences reproduce with CONFORMANCE_SEED={} CONFORMANCE_GENERATE_CASES={} (the same seed derives the same cases)",
+                args.seed, found.cases
+            );
+        }
         ok &= found.regressions.is_empty();
     }
     Ok(ok)

@@ -128,19 +128,35 @@ impl Target {
         })
     }
 
-    /// Makes the group coordinator ready everywhere before scenarios run: creates
-    /// `__consumer_offsets` (FindCoordinator) and waits until every one of its partitions is
-    /// loaded, so no scenario sees the transient COORDINATOR_LOAD_IN_PROGRESS of a fresh
+    /// Makes the coordinators ready everywhere before scenarios run: creates
+    /// `__consumer_offsets` and `__transaction_state` (FindCoordinator) and waits until every
+    /// partition of `__consumer_offsets` is loaded, so no scenario sees the transient COORDINATOR_LOAD_IN_PROGRESS of a fresh
     /// cluster.
     pub fn warm_up(&self) -> anyhow::Result<()> {
         let mut conn = Conn::new(self.addr);
         let deadline = Instant::now() + SETTLE_TIMEOUT;
+        // Both internal topics exist before any scenario runs: Kafka creates them asynchronously
+        // on first use and answers COORDINATOR_NOT_AVAILABLE meanwhile, Moldau creates them in
+        // the same request, so a scenario's answer would otherwise depend on the order scenarios
+        // run in. Group (0) and transaction (1) coordinators.
+        for key_type in [0, 1] {
+            self.warm_up_coordinator(&mut conn, key_type, deadline)?;
+        }
+        self.warm_up_groups(&mut conn, deadline)
+    }
+
+    fn warm_up_coordinator(
+        &self,
+        conn: &mut Conn,
+        key_type: i8,
+        deadline: Instant,
+    ) -> anyhow::Result<()> {
         loop {
             let req = FindCoordinatorRequest::default()
-                .with_key_type(0)
+                .with_key_type(key_type)
                 .with_coordinator_keys(vec![StrBytes::from_static_str("conformance-warmup")]);
             let r = call(
-                &mut conn,
+                conn,
                 ApiKey::FindCoordinator,
                 4,
                 RequestKind::FindCoordinator(req),
@@ -156,6 +172,10 @@ impl Target {
             }
             std::thread::sleep(POLL_INTERVAL);
         }
+        Ok(())
+    }
+
+    fn warm_up_groups(&self, conn: &mut Conn, deadline: Instant) -> anyhow::Result<()> {
         let partitions = loop {
             let req = MetadataRequest::default().with_topics(Some(vec![
                 metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(
@@ -163,7 +183,7 @@ impl Target {
                 ))),
             ]));
             let ResponseKind::Metadata(m) =
-                call(&mut conn, ApiKey::Metadata, 12, RequestKind::Metadata(req))?
+                call(conn, ApiKey::Metadata, 12, RequestKind::Metadata(req))?
             else {
                 bail!("not Metadata")
             };
@@ -196,7 +216,7 @@ impl Target {
                     .collect(),
             );
             let ResponseKind::DescribeGroups(d) = call(
-                &mut conn,
+                conn,
                 ApiKey::DescribeGroups,
                 5,
                 RequestKind::DescribeGroups(req),
@@ -220,7 +240,7 @@ impl Target {
                     .with_transactional_id(None)
                     .with_transaction_timeout_ms(60_000);
                 let ResponseKind::InitProducerId(r) = call(
-                    &mut conn,
+                    conn,
                     ApiKey::InitProducerId,
                     4,
                     RequestKind::InitProducerId(req),

@@ -394,10 +394,17 @@ impl Groups {
                 return Reply::Close;
             }
         }
-        // Kafka checks OffsetCommit and OffsetDelete against the cluster's metadata before the
-        // coordinator sees them (KafkaApis): partitions of unknown topics, or past a topic's
-        // partition count, get UNKNOWN_TOPIC_OR_PARTITION and nothing is stored for them.
+        // Kafka checks OffsetCommit, OffsetDelete and TxnOffsetCommit against the cluster's
+        // metadata before the coordinator sees them (KafkaApis): partitions of unknown topics,
+        // or past a topic's partition count, get UNKNOWN_TOPIC_OR_PARTITION and nothing is
+        // stored for them.
         let (body, unknown) = split_unknown_partitions(&state.image(), body);
+        if let (RequestKind::TxnOffsetCommit(r), false) = (&body, unknown.is_empty()) {
+            if r.topics.is_empty() {
+                let resp = merge_txn_offset_commit(unknown, TxnOffsetCommitResponse::default());
+                return ctx.ready(ResponseKind::TxnOffsetCommit(resp));
+            }
+        }
         if let (RequestKind::OffsetCommit(r), false) = (&body, unknown.is_empty()) {
             if r.topics.is_empty() {
                 // Nothing left for the coordinator: Kafka answers without it (no group
@@ -430,8 +437,9 @@ impl Groups {
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .remove(&token);
-                        return ctx.ready(ResponseKind::TxnOffsetCommit(txn_offset_commit_error(
-                            &r, e,
+                        let resp = txn_offset_commit_error(&r, e);
+                        return ctx.ready(ResponseKind::TxnOffsetCommit(merge_txn_offset_commit(
+                            unknown, resp,
                         )));
                     }
                 }
@@ -476,6 +484,10 @@ impl Groups {
                 }
                 Ok(ResponseKind::OffsetDelete(r)) if !unknown.is_empty() => {
                     ctx.encode(ResponseKind::OffsetDelete(merge_offset_delete(unknown, r)))
+                }
+                Ok(ResponseKind::TxnOffsetCommit(r)) if !unknown.is_empty() => {
+                    let r = merge_txn_offset_commit(unknown, r);
+                    ctx.encode(ResponseKind::TxnOffsetCommit(r))
                 }
                 Ok(resp) => ctx.encode(resp),
                 // Dropped: the records could not be persisted.
@@ -672,7 +684,7 @@ macro_rules! take_unknown {
 }
 
 /// Takes the partitions of unknown topics (or past a topic's partition count) out of an
-/// OffsetCommit or OffsetDelete request; other requests pass unchanged.
+/// OffsetCommit, OffsetDelete or TxnOffsetCommit request; other requests pass unchanged.
 fn split_unknown_partitions(
     image: &metadata::MetadataImage,
     body: RequestKind,
@@ -686,6 +698,10 @@ fn split_unknown_partitions(
         RequestKind::OffsetDelete(mut r) => {
             take_unknown!(image, r.topics, unknown);
             RequestKind::OffsetDelete(r)
+        }
+        RequestKind::TxnOffsetCommit(mut r) => {
+            take_unknown!(image, r.topics, unknown);
+            RequestKind::TxnOffsetCommit(r)
         }
         other => other,
     };
@@ -734,6 +750,21 @@ fn merge_offset_commit(
         OffsetCommitResponsePartition
     );
     OffsetCommitResponse::default()
+        .with_throttle_time_ms(coordinator.throttle_time_ms)
+        .with_topics(topics)
+}
+
+fn merge_txn_offset_commit(
+    unknown: UnknownPartitions,
+    coordinator: TxnOffsetCommitResponse,
+) -> TxnOffsetCommitResponse {
+    let topics = merge_unknown!(
+        unknown,
+        coordinator.topics,
+        TxnOffsetCommitResponseTopic,
+        TxnOffsetCommitResponsePartition
+    );
+    TxnOffsetCommitResponse::default()
         .with_throttle_time_ms(coordinator.throttle_time_ms)
         .with_topics(topics)
 }

@@ -238,7 +238,7 @@ fn request_validation_follows_kafka() {
             },
             ErrorCode::InvalidRegularExpression,
         ),
-        (Hb::join("", "m", &["t"]), ErrorCode::InvalidGroupId),
+        (Hb::join("", "m", &["t"]), ErrorCode::InvalidRequest),
         (
             {
                 let mut x = Hb::join("g", "m", &["t"]);

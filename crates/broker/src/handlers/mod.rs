@@ -227,6 +227,16 @@ pub fn dispatch(
         RequestKind::DescribeLogDirs(r) => ctx.ready(ResponseKind::DescribeLogDirs(
             admin::describe_log_dirs(state, r, v),
         )),
+        // Kafka (KafkaApis) refuses a producer id without an epoch, or an epoch without an id,
+        // before the coordinator sees the request.
+        RequestKind::InitProducerId(r) if (r.producer_id.0 == -1) != (r.producer_epoch == -1) => {
+            ctx.ready(ResponseKind::InitProducerId(
+                protocol::messages::InitProducerIdResponse::default()
+                    .with_error_code(ErrorCode::InvalidRequest.code())
+                    .with_producer_id(protocol::messages::ProducerId(-1))
+                    .with_producer_epoch(-1),
+            ))
+        }
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
             // The coordinator hands out ids synchronously: make sure a block is here first
             // (Kafka answers COORDINATOR_LOAD_IN_PROGRESS meanwhile; waiting is kinder).

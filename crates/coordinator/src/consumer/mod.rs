@@ -319,8 +319,10 @@ impl GroupCoordinator {
                     .collect()
             }),
         };
+        // Kafka's `throwIfEmptyString`: INVALID_REQUEST, not INVALID_GROUP_ID (checked against
+        // Kafka 4.4 by crates/conformance).
         if p.group_id.trim().is_empty() {
-            return err(ErrorCode::InvalidGroupId, "GroupId can't be empty.");
+            return err(ErrorCode::InvalidRequest, "GroupId can't be empty.");
         }
         if let Some(e) = self.validate(&p.group_id, EmptyGroupId::Invalid) {
             return err(e, e.name());
@@ -980,7 +982,12 @@ impl GroupCoordinator {
                         .iter()
                         .map(|t| TopicName(s(t)))
                         .collect();
-                    dm.subscribed_topic_regex = m.meta.subscribed_topic_regex.as_deref().map(s);
+                    // Kafka describes a member without a regex with "", not null.
+                    dm.subscribed_topic_regex = Some(s(m
+                        .meta
+                        .subscribed_topic_regex
+                        .as_deref()
+                        .unwrap_or_default()));
                     dm.assignment = describe_assignment(&m.assigned, topics);
                     dm.target_assignment = describe_assignment(
                         g.target.get(&m.id).unwrap_or(&Assignment::new()),

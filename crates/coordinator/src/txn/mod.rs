@@ -1321,11 +1321,10 @@ impl TransactionCoordinator {
         let mut resp = DescribeTransactionsResponse::default();
         for id in &req.transactional_ids {
             let txn_id = id.0.to_string();
+            // An entry with an error keeps the message's defaults (0) in its other fields, as
+            // Kafka's does (checked against Kafka 4.4 by crates/conformance).
             let mut st = TransactionState::default();
             st.transactional_id = id.clone();
-            st.producer_id = ProducerId(-1);
-            st.producer_epoch = -1;
-            st.transaction_start_time_ms = -1;
             let e = if txn_id.is_empty() {
                 Some(ErrorCode::InvalidRequest)
             } else if let Some(e) = self.ownership_error(&txn_id) {

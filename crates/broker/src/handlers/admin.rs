@@ -238,12 +238,15 @@ pub async fn delete_topics(
     for t in &targets {
         *counts.entry(t.clone()).or_default() += 1;
     }
-    // Kafka answers a repeated topic once; entries naming nothing are each answered.
+    // Kafka answers a repeated topic once (an expired request: every entry), entries naming
+    // nothing each.
     let mut answered = std::collections::HashSet::new();
     let targets: Vec<_> = targets
         .into_iter()
         .filter(|(name, id)| {
-            (name.is_none() && id.is_nil()) || answered.insert((name.clone(), *id))
+            req.timeout_ms <= 0
+                || (name.is_none() && id.is_nil())
+                || answered.insert((name.clone(), *id))
         })
         .collect();
     // Per entry: an immediate error (Kafka's controller checks these first), or its index in

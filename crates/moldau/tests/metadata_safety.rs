@@ -118,7 +118,10 @@ async fn mid_log_corruption_refuses_to_start_and_deletes_nothing() {
     let log = segment(&data);
     let original = std::fs::read(&log).unwrap();
     let before = tree(&data);
-    for victim in ["t0", "t2", "t5"] {
+    // Mid-log: each victim's frame is followed by valid frames. (t5's creation can be the last
+    // frame now that the last live broker writes nothing when it stops, and a damaged last
+    // frame is a torn tail, cut by design: crates/quorum/tests/file_disk.rs.)
+    for victim in ["t0", "t2", "t4"] {
         let at = frame_creating(&original, victim);
         let mut damaged = original.clone();
         damaged[at + 40] ^= 0x01;

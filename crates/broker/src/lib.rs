@@ -20,6 +20,7 @@ mod log_dirs;
 mod memory;
 pub mod metrics;
 mod replica;
+mod replicator;
 mod sasl;
 mod state;
 mod tls;

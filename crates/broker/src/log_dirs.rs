@@ -80,12 +80,13 @@ pub fn open_partition(
     match Log::open_with(&dir, config, state.clock.clone(), options) {
         Ok(log) => {
             state.replicas.clear_offline(&tp);
+            // No role yet: the caller applies the committed partition state.
+            let _ = is_leader;
             state.replicas.insert(Arc::new(Partition::new(
                 tp,
                 topic_id,
                 log,
-                leader_epoch,
-                is_leader,
+                state.replication.clone(),
             )));
         }
         Err(e) => {
@@ -180,16 +181,18 @@ pub fn retry_offline(state: &BrokerState) {
         let config = (*p.log.config()).clone();
         match Log::open_with(p.log.dir(), config, state.clock.clone(), options) {
             Ok(log) => {
-                let back = Partition::new(
+                let back = Arc::new(Partition::new(
                     p.tp.clone(),
                     p.topic_id,
                     log,
-                    p.leader_epoch(),
-                    p.is_leader(),
-                );
+                    state.replication.clone(),
+                ));
                 tracing::warn!(partition = %p.tp, log_end = back.log.log_end_offset(),
                     "partition log re-opened after failed writes; the partition is back online");
-                state.replicas.insert(Arc::new(back));
+                if let Some(reg) = state.image().partition(p.topic_id, p.tp.partition) {
+                    back.apply_metadata(crate::state::partition_state(reg));
+                }
+                state.replicas.insert(back);
                 state.notify_data();
             }
             Err(e) => {

@@ -1,26 +1,60 @@
-//! The partitions this broker hosts: their logs, leader epochs, leadership and high watermarks.
+//! The partitions this broker hosts: their logs and their replication state.
 //!
-//! A partition is hosted on every broker among its replicas; only the leader (per the committed
-//! metadata image) serves produce and fetch. Until partition replication lands, no data is copied
-//! to followers, and the leader's high watermark follows its log end offset after every append,
-//! as in Kafka with one in-sync replica.
+//! A partition is hosted on every broker among its replicas. Each carries the sans-IO
+//! [`replication::Replica`] (role, epochs, ISR, follower progress, high watermark, acks=all
+//! waits) behind one lock, next to its log; [`Partition::drive`] runs an input through it and
+//! carries out the actions it returns (the disk ones at once, under the lock; sending fetches,
+//! waiting for fsyncs and talking to the controller through [`crate::replicator`]'s event
+//! loop). Readers use lock-free mirrors (leadership, leader epoch, high watermark).
 
-use model::{ErrorCode, TopicConfig, TopicId, TopicPartition};
-use std::collections::HashMap;
+use crate::replicator::{Event, ReplicationContext};
+use bytes::Bytes;
+use model::{EpochEndOffset, ErrorCode, LeaderEpoch, Offset, TopicConfig, TopicId, TopicPartition};
+use replication::{Action, LogView, Replica};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
-use storage::Log;
+use std::sync::{Arc, Mutex, RwLock};
+use storage::{AppendInfo, Log};
+
+/// The replication core's view of a log: the values the log keeps in memory.
+pub struct LogState<'a>(pub &'a Log);
+
+impl LogView for LogState<'_> {
+    fn log_start_offset(&self) -> Offset {
+        self.0.log_start_offset()
+    }
+    fn log_end_offset(&self) -> Offset {
+        self.0.log_end_offset()
+    }
+    fn durable_offset(&self) -> Offset {
+        self.0.durable_offset()
+    }
+    fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.0.latest_epoch()
+    }
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> EpochEndOffset {
+        self.0.end_offset_for_epoch(epoch)
+    }
+}
 
 /// One hosted partition.
+///
+/// Concurrency: `replica` is a std mutex held only for one input and the disk actions it
+/// causes (appends, truncations, epoch assignments), never across an `.await`; everything
+/// else is read through atomics.
 pub struct Partition {
     pub tp: TopicPartition,
     pub topic_id: TopicId,
     pub log: Arc<Log>,
+    replica: Mutex<Replica>,
+    ctx: Arc<ReplicationContext>,
+    /// Mirrors of the replica's state, for readers without the lock.
     leader_epoch: AtomicI32,
-    /// Whether this broker leads the partition (per the committed metadata).
     leader: AtomicBool,
     /// Offsets below it are committed and visible to consumers. *Invariant:* HW <= LEO.
     high_watermark: AtomicI64,
+    /// A wait for the log's group-committed fsync is under way (one at a time).
+    pub(crate) flush_in_flight: AtomicBool,
     /// KIP-890 verification of transactional writes, serialised with transaction markers.
     pub txn: crate::txn_partition::TxnGuards,
     /// The topic's bytes/records in/out counters (shared by its partitions).
@@ -37,22 +71,29 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
+    /// A hosted partition with no role yet: `apply_metadata` makes it leader or follower.
+    /// Its high watermark starts at the log start (nothing is known to be committed until
+    /// the replicas say so; a single replica learns it at once from its own durable end).
     pub fn new(
         tp: TopicPartition,
         topic_id: TopicId,
         log: Log,
-        leader_epoch: i32,
-        is_leader: bool,
+        ctx: Arc<ReplicationContext>,
     ) -> Partition {
-        let leo = log.log_end_offset();
+        let config = ctx.replica_config(&log.config());
+        let start = log.log_start_offset();
+        let replica = Replica::new(config, start, &LogState(&log));
         Partition {
             stats: crate::metrics::METRICS.topic(&tp.topic),
             tp,
             topic_id,
             log: Arc::new(log),
-            leader_epoch: AtomicI32::new(leader_epoch),
-            leader: AtomicBool::new(is_leader),
-            high_watermark: AtomicI64::new(leo),
+            replica: Mutex::new(replica),
+            ctx,
+            leader_epoch: AtomicI32::new(-1),
+            leader: AtomicBool::new(false),
+            high_watermark: AtomicI64::new(start),
+            flush_in_flight: AtomicBool::new(false),
             txn: Default::default(),
         }
     }
@@ -64,13 +105,6 @@ impl Partition {
     /// Whether this broker is the partition's leader.
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
-    }
-
-    /// Applies the committed leadership. *Invariant:* the leader epoch never goes back.
-    pub fn set_leadership(&self, leader_epoch: i32, is_leader: bool) {
-        let prev = self.leader_epoch.fetch_max(leader_epoch, Ordering::AcqRel);
-        debug_assert!(prev <= leader_epoch || !is_leader, "leader epoch went back");
-        self.leader.store(is_leader, Ordering::Release);
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -86,21 +120,202 @@ impl Partition {
             .map_or(hw, |first| first.min(hw))
     }
 
-    /// Moves the high watermark up to the log end offset (single replica: every appended
-    /// batch is on every in-sync replica).
-    pub fn advance_high_watermark(&self) -> i64 {
-        let leo = self.log.log_end_offset();
-        let prev = self.high_watermark.fetch_max(leo, Ordering::AcqRel);
-        debug_assert!(prev.max(leo) <= self.log.log_end_offset());
-        prev.max(leo)
+    /// Runs one input through the replica and carries out what it decides. `fetched` holds
+    /// the records of the fetch answer being handled (for `AppendFetched`).
+    pub fn drive<R>(
+        self: &Arc<Self>,
+        input: impl FnOnce(&mut Replica, &LogState<'_>, i64) -> (R, Vec<Action>),
+        fetched: Option<Bytes>,
+    ) -> R {
+        let now = self.ctx.now_ms();
+        let mut replica = self.replica.lock().unwrap_or_else(|e| e.into_inner());
+        let view = LogState(&self.log);
+        let (result, actions) = input(&mut replica, &view, now);
+        self.execute(&mut replica, actions, fetched, now);
+        result
     }
 
-    /// After a truncation or log-start move, pull the HW back within the log.
-    pub fn clamp_high_watermark(&self) {
-        let leo = self.log.log_end_offset();
+    fn execute(
+        self: &Arc<Self>,
+        replica: &mut Replica,
+        actions: Vec<Action>,
+        mut fetched: Option<Bytes>,
+        now: i64,
+    ) {
+        let mut queue: VecDeque<Action> = actions.into();
+        let mut hw_moved = false;
+        while let Some(action) = queue.pop_front() {
+            let view = LogState(&self.log);
+            match action {
+                Action::HighWatermark(hw) => {
+                    self.high_watermark.store(hw, Ordering::Release);
+                    hw_moved = true;
+                }
+                Action::AckDone { id, error } => self.ctx.complete_ack(id, error),
+                Action::AlterPartition(request) => self.ctx.send(Event::AlterPartition {
+                    partition: self.clone(),
+                    request,
+                }),
+                Action::AssignLeaderEpoch {
+                    epoch,
+                    start_offset,
+                } => {
+                    debug_assert_eq!(start_offset, self.log.log_end_offset());
+                    if let Err(e) = self.log.assign_leader_epoch(epoch) {
+                        tracing::error!(partition = %self.tp, epoch, error = %e, "recording the leader epoch failed");
+                    }
+                }
+                Action::Truncate { offset } => {
+                    tracing::info!(partition = %self.tp, offset, log_end = self.log.log_end_offset(), "truncating by the leader epoch lineage");
+                    if let Err(e) = self.log.truncate_to(offset) {
+                        tracing::error!(partition = %self.tp, offset, error = %e, "truncation failed");
+                    }
+                    queue.extend(replica.on_log_changed(now, &view));
+                }
+                Action::TruncateFullyAndStartAt { offset } => {
+                    tracing::info!(partition = %self.tp, offset, "restarting the log at the leader's log start");
+                    if let Err(e) = self.log.truncate_fully_and_start_at(offset) {
+                        tracing::error!(partition = %self.tp, offset, error = %e, "restarting the log failed");
+                    }
+                    queue.extend(replica.on_log_changed(now, &view));
+                }
+                Action::AppendFetched => {
+                    if let Some(records) = fetched.take() {
+                        if let Err(e) = self.log.append_replicated(records) {
+                            tracing::warn!(partition = %self.tp, error = %e, "appending replicated records failed");
+                        }
+                    }
+                    queue.extend(replica.on_log_changed(now, &view));
+                }
+                Action::Flush { offset } => {
+                    if !self.flush_in_flight.swap(true, Ordering::AcqRel) {
+                        self.ctx.send(Event::Flush {
+                            partition: self.clone(),
+                            offset,
+                        });
+                    }
+                }
+                Action::Fetch(plan) => self.ctx.send(Event::Fetch {
+                    partition: self.clone(),
+                    plan,
+                }),
+            }
+        }
+        self.leader.store(replica.is_leader(), Ordering::Release);
+        if let Some(epoch) = replica.leader_epoch() {
+            self.leader_epoch.fetch_max(epoch, Ordering::AcqRel);
+        }
+        if hw_moved {
+            self.ctx.notify_data();
+        }
+    }
+
+    /// Applies the partition's committed state from the metadata image.
+    pub fn apply_metadata(self: &Arc<Self>, state: replication::PartitionState) {
+        self.drive(|r, log, now| ((), r.apply_metadata(now, state, log)), None);
+    }
+
+    /// The log changed outside a leader append through [`Partition::append_as_leader`] (a
+    /// transaction marker, a coordinator's records): lets the replica move the HW.
+    pub fn advance_high_watermark(self: &Arc<Self>) {
+        self.drive(|r, log, now| ((), r.on_log_changed(now, log)), None);
+    }
+
+    /// After a log-start move (DeleteRecords, retention), pull the mirrored HW within the log.
+    pub fn clamp_high_watermark(self: &Arc<Self>) {
+        self.advance_high_watermark();
         let start = self.log.log_start_offset();
-        self.high_watermark
-            .store(self.high_watermark().min(leo).max(start), Ordering::Release);
+        self.high_watermark.fetch_max(start, Ordering::AcqRel);
+    }
+
+    /// A client's append on the leader: Kafka's checks (leadership, min.insync.replicas for
+    /// acks=all), the append stamped with the current leader epoch, the HW recomputed; all
+    /// under the replica lock, so leadership cannot change in between.
+    pub fn append_as_leader(
+        self: &Arc<Self>,
+        records: Bytes,
+        acks_all: bool,
+    ) -> Result<AppendInfo, (ErrorCode, String)> {
+        self.drive(
+            |r, log, now| match r.check_produce(acks_all) {
+                Err(e) => (Err((e, e.name().to_string())), Vec::new()),
+                Ok(epoch) => match self.log.append(records, epoch) {
+                    Ok(info) => (Ok(info), r.on_log_changed(now, log)),
+                    Err(e) => (Err((e.error_code(), e.to_string())), Vec::new()),
+                },
+            },
+            None,
+        )
+    }
+
+    /// An acks=all wait: resolves once the HW passes `next_offset` (NONE), or with Kafka's
+    /// error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT).
+    pub fn wait_for_ack(
+        self: &Arc<Self>,
+        next_offset: i64,
+        timeout_ms: i64,
+    ) -> tokio::sync::oneshot::Receiver<ErrorCode> {
+        let (id, rx) = self.ctx.register_ack();
+        self.drive(
+            |r, _log, now| ((), r.wait_for_ack(id, next_offset, now + timeout_ms.max(0))),
+            None,
+        );
+        rx
+    }
+
+    /// Time passed: ISR shrinks, expired acks=all waits, fetch retries.
+    pub fn tick(self: &Arc<Self>) {
+        self.drive(|r, log, now| ((), r.tick(now, log)), None);
+    }
+
+    /// Replica fetches and consumer checks answered by the core (see `replication::Replica::fetch`).
+    pub fn answer_fetch(
+        self: &Arc<Self>,
+        request: replication::FetchRequest,
+    ) -> replication::FetchAnswer {
+        self.drive(|r, log, now| r.fetch(now, request, log), None)
+    }
+
+    /// OffsetForLeaderEpoch on this replica (leaders only, with epoch fencing).
+    pub fn offset_for_leader_epoch(
+        self: &Arc<Self>,
+        current_leader_epoch: Option<LeaderEpoch>,
+        epoch: LeaderEpoch,
+    ) -> Result<EpochEndOffset, ErrorCode> {
+        self.drive(
+            |r, log, _| (r.offset_for_leader_epoch(current_leader_epoch, epoch, log), Vec::new()),
+            None,
+        )
+    }
+
+    /// The leader answered this follower's fetch `fetch_id`.
+    pub fn on_fetch_response(
+        self: &Arc<Self>,
+        fetch_id: u64,
+        response: replication::FetchResponse,
+        records: Option<Bytes>,
+    ) {
+        self.drive(
+            |r, log, now| ((), r.on_fetch_response(now, fetch_id, response, log)),
+            records,
+        );
+    }
+
+    /// The controller answered an AlterPartition.
+    pub fn on_alter_partition_response(
+        self: &Arc<Self>,
+        request: &replication::AlterPartitionRequest,
+        result: replication::AlterPartitionResult,
+    ) {
+        self.drive(
+            |r, log, now| ((), r.on_alter_partition_response(now, request, result, log)),
+            None,
+        );
+    }
+
+    /// The committed partition state this replica acts on.
+    pub fn partition_state(self: &Arc<Self>) -> Option<replication::PartitionState> {
+        self.drive(|r, _, _| (r.partition_state().cloned(), Vec::new()), None)
     }
 }
 

@@ -13,11 +13,12 @@ use crate::controller_link::ControllerLink;
 use crate::groups::Groups;
 use crate::log_dirs::{self, RecoveryPoints};
 use crate::replica::{Partition, ReplicaManager};
+use crate::replicator::{Event, ReplicationContext};
 use crate::txn::Transactions;
 use crate::BrokerError;
 use controller::{ControllerError, Reply, Request};
 use metadata::image::format_id;
-use metadata::{Endpoint, MetadataDelta, MetadataImage, TopicImage};
+use metadata::{Endpoint, MetadataDelta, MetadataImage, PartitionRegistration, TopicImage};
 use model::{BrokerConfig, ErrorCode, TopicConfig, TopicId, TopicPartition};
 use quorum::{Publication, QuorumHandle};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -71,7 +72,10 @@ pub struct BrokerState {
     pub txns: Arc<Transactions>,
     pub clock: Arc<dyn Clock>,
     /// Bumped whenever a high watermark moves; Fetch long-polls wait on it.
-    pub data_version: watch::Sender<u64>,
+    pub data_version: Arc<watch::Sender<u64>>,
+    /// Replication settings, acks=all waits and the replicas' event queue.
+    pub replication: Arc<ReplicationContext>,
+    replication_events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Event>>>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
     /// The active controller, local or remote.
@@ -139,6 +143,10 @@ impl BrokerState {
                     source,
                 }
             })?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let data_version = Arc::new(watch::Sender::new(0));
+        let (replication, replication_events) =
+            ReplicationContext::new(&config, clock.clone(), data_version.clone());
         Ok(Arc::new(BrokerState {
             flusher,
             recovery_points,
@@ -155,8 +163,10 @@ impl BrokerState {
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
             txns: Arc::new(Transactions::new(&config)),
-            clock: Arc::new(SystemClock),
-            data_version: watch::Sender::new(0),
+            clock,
+            data_version,
+            replication,
+            replication_events: Mutex::new(Some(replication_events)),
             cancel: parts.cancel,
             tasks: parts.tasks,
             controller: parts.controller,
@@ -367,11 +377,9 @@ impl BrokerState {
                         continue;
                     } else {
                         existing.log.update_config(config.clone());
-                        let lead = reg.leader == self.node_id;
-                        if existing.is_leader() != lead
-                            || existing.leader_epoch() != reg.leader_epoch
-                        {
-                            existing.set_leadership(reg.leader_epoch, lead);
+                        let (lead, epoch) = (existing.is_leader(), existing.leader_epoch());
+                        existing.apply_metadata(partition_state(reg));
+                        if existing.is_leader() != lead || existing.leader_epoch() != epoch {
                             leadership_moved = true;
                         }
                         continue;
@@ -400,7 +408,17 @@ impl BrokerState {
         // Thousands of new partitions take a few fsyncs each: opened on `log.io.threads`
         // threads at once.
         if !to_open.is_empty() {
+            let opened: Vec<(TopicPartition, TopicId)> =
+                to_open.iter().map(|o| (o.0.clone(), o.1)).collect();
             log_dirs::open_partitions(self, to_open);
+            for (tp, id) in opened {
+                if let (Some(p), Some(reg)) = (
+                    self.replicas.get(&tp.topic, tp.partition),
+                    image.partition(id, tp.partition),
+                ) {
+                    p.apply_metadata(partition_state(reg));
+                }
+            }
             leadership_moved = true;
         }
         if leadership_moved {
@@ -650,6 +668,15 @@ impl BrokerState {
 
     /// Starts the periodic jobs: flush.ms checks, retention, compaction.
     pub fn start_background(self: &Arc<Self>) {
+        let events = self
+            .replication_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(events) = events {
+            self.tasks
+                .spawn(crate::replicator::run(self.clone(), events));
+        }
         self.tasks
             .spawn(self.groups.clone().run_timers(self.clone()));
         self.tasks.spawn(self.txns.clone().run_timers(self.clone()));
@@ -683,7 +710,7 @@ impl BrokerState {
         self: &Arc<Self>,
         name: &'static str,
         period: Duration,
-        job: fn(&Partition) -> Result<(), storage::StorageError>,
+        job: fn(&Arc<Partition>) -> Result<(), storage::StorageError>,
     ) {
         let state = self.clone();
         self.tasks.spawn(async move {
@@ -734,5 +761,16 @@ impl BrokerState {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+}
+
+/// A partition's committed registration as the replication core sees it.
+pub fn partition_state(reg: &PartitionRegistration) -> replication::PartitionState {
+    replication::PartitionState {
+        leader: (reg.leader >= 0).then_some(reg.leader),
+        leader_epoch: reg.leader_epoch,
+        partition_epoch: reg.partition_epoch,
+        replicas: reg.replicas.clone(),
+        isr: reg.isr.clone(),
     }
 }

@@ -68,7 +68,7 @@ pub struct MarkerChannel {
 /// WriteTxnMarkers handler share it).
 pub fn write_marker(
     state: &BrokerState,
-    partition: &Partition,
+    partition: &Arc<Partition>,
     producer_id: i64,
     producer_epoch: i16,
     marker: EndTxnMarker,

@@ -53,7 +53,7 @@ impl Partition {
     /// Appends a transactional producer's batches. If the producer has no open transaction
     /// here, `verify` asks the coordinator first (it runs without the partition's lock).
     pub fn append_transactional(
-        &self,
+        self: &std::sync::Arc<Self>,
         batches: Bytes,
         producer_id: i64,
         verify: impl FnOnce() -> Result<(), ErrorCode>,
@@ -83,7 +83,7 @@ impl Partition {
         self.append_locked(batches)
     }
 
-    fn append_locked(&self, batches: Bytes) -> Result<AppendInfo, TxnAppendError> {
+    fn append_locked(self: &std::sync::Arc<Self>, batches: Bytes) -> Result<AppendInfo, TxnAppendError> {
         let info = self
             .log
             .append(batches, self.leader_epoch())
@@ -95,7 +95,7 @@ impl Partition {
     /// Writes a COMMIT or ABORT marker for a producer (WriteTxnMarkers), dropping any
     /// verification in progress for it.
     pub fn append_txn_marker(
-        &self,
+        self: &std::sync::Arc<Self>,
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,

@@ -760,6 +760,24 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "a broker without a heartbeat for this long is fenced",
     ),
     broker(
+        "replica.lag.time.max.ms",
+        "30000",
+        ConfigType::Long,
+        "a follower that has not caught up with the leader for this long leaves the ISR",
+    ),
+    broker(
+        "replica.fetch.wait.max.ms",
+        "500",
+        ConfigType::Int,
+        "how long a follower's fetch waits at the leader for new records",
+    ),
+    broker(
+        "replica.fetch.backoff.ms",
+        "1000",
+        ConfigType::Int,
+        "a follower's pause after a failed fetch",
+    ),
+    broker(
         "broker.heartbeat.interval.ms",
         "2000",
         ConfigType::Int,
@@ -1183,6 +1201,12 @@ pub struct BrokerConfig {
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: i64,
     pub broker_heartbeat_interval_ms: i64,
+    /// `replica.lag.time.max.ms`: a follower behind for this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// `replica.fetch.wait.max.ms`: a follower fetch's long-poll at the leader.
+    pub replica_fetch_wait_max_ms: i64,
+    /// `replica.fetch.backoff.ms`: a follower's pause after a failed fetch.
+    pub replica_fetch_backoff_ms: i64,
     pub election_timeout_ms: i64,
     pub metadata_snapshot_bytes: i64,
     /// `offsets.topic.replication.factor`, and whether it was set explicitly.
@@ -1432,6 +1456,9 @@ impl BrokerConfig {
             broker_rack: Some(get("broker.rack")).filter(|s| !s.trim().is_empty()),
             broker_session_timeout_ms: long("broker.session.timeout.ms", 1)?,
             broker_heartbeat_interval_ms: long("broker.heartbeat.interval.ms", 1)?,
+            replica_lag_time_max_ms: long("replica.lag.time.max.ms", 1)?,
+            replica_fetch_wait_max_ms: long("replica.fetch.wait.max.ms", 0)?,
+            replica_fetch_backoff_ms: long("replica.fetch.backoff.ms", 0)?,
             election_timeout_ms: long("controller.quorum.election.timeout.ms", 10)?,
             metadata_snapshot_bytes: long("metadata.log.max.record.bytes.between.snapshots", 1)?,
             offsets_topic_replication_factor: i16::try_from(offsets_rf).map_err(|_| {

@@ -29,6 +29,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
                 "protocol",
                 "storage",
                 "metadata",
+                "replication",
                 "controller",
                 "quorum",
                 "coordinator",

@@ -29,6 +29,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::InitProducerId, 0, 5),
     // Transactions (transaction version 1: the epoch stays the same across transactions).
     // EndTxn v5 and TxnOffsetCommit v5 mean transaction version 2 (KIP-890 part 2), which

@@ -17,8 +17,10 @@ struct PartitionPlan {
     index: i32,
     fetch_offset: i64,
     max_bytes: i32,
-    /// The leader epoch the client believes current (-1: unknown, not checked).
+    /// KIP-320: -1 = not checked.
     current_leader_epoch: i32,
+    /// Fetch v12+: the epoch of the last batch the sender has; -1 = not checked.
+    last_fetched_epoch: i32,
 }
 
 struct TopicPlan {
@@ -29,9 +31,8 @@ struct TopicPlan {
 
 struct Plan {
     version: i16,
-    /// A replica id other than -1: the request claims to come from a follower, which this
-    /// broker does not have (single replica): Kafka answers NOT_LEADER_OR_FOLLOWER.
-    from_replica: bool,
+    /// A follower's fetch (its broker id): reads up to the log end and reports its progress.
+    replica_id: Option<i32>,
     topics: Vec<TopicPlan>,
     max_bytes: usize,
     min_bytes: usize,
@@ -59,7 +60,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     };
     let plan = Plan {
         version: ctx.version,
-        from_replica: replica_id >= 0,
+        replica_id: (replica_id >= 0).then_some(replica_id),
         topics: req
             .topics
             .into_iter()
@@ -74,6 +75,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
                         fetch_offset: p.fetch_offset,
                         max_bytes: p.partition_max_bytes,
                         current_leader_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: p.last_fetched_epoch,
                     })
                     .collect(),
             })
@@ -156,6 +158,10 @@ fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
         tp.partitions
             .iter()
             .any(|pp| match state.leader_partition(&name, pp.index) {
+                Ok(p) if plan.replica_id.is_some() => {
+                    p.log.log_end_offset() > pp.fetch_offset
+                        || p.log.log_start_offset() > pp.fetch_offset
+                }
                 Ok(p) => {
                     let end = if plan.read_committed {
                         p.last_stable_offset()
@@ -203,6 +209,10 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 .with_high_watermark(-1);
             let partition = match name.as_deref() {
                 None => Err(ErrorCode::UnknownTopicId),
+                // The replica decides about leadership itself when it checks epochs.
+                Some(n) if plan.replica_id.is_some() || pp.current_leader_epoch >= 0 => {
+                    state.replicas.lookup(n, pp.index)
+                }
                 Some(n) => state.leader_partition(n, pp.index),
             };
             // Errors of a partition this broker hosts carry null aborted transactions (Kafka's
@@ -218,8 +228,11 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             // that is not a replica gets UNKNOWN_LEADER_EPOCH when it names an epoch and
             // NOT_LEADER_OR_FOLLOWER when it does not (Kafka 4.4's answers).
             let checked = partition.as_ref().ok().and_then(|p| {
-                let from_replica = plan
-                    .from_replica
+                let not_a_replica = plan.replica_id.is_some_and(|id| {
+                    id == state.node_id
+                        || !p.partition_state().is_some_and(|s| s.replicas.contains(&id))
+                });
+                let from_replica = not_a_replica
                     .then_some(if pp.current_leader_epoch >= 0 {
                         ErrorCode::UnknownLeaderEpoch
                     } else {
@@ -242,6 +255,52 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                     continue;
                 }
             };
+            // Followers' fetches, and fetches naming epochs (KIP-320), go through the
+            // replica: epoch fencing, divergence, and a follower's progress.
+            let mut upper_for_replica = None;
+            if plan.replica_id.is_some() || pp.current_leader_epoch >= 0 || pp.last_fetched_epoch >= 0
+            {
+                let epoch = |e: i32| (e >= 0).then_some(e);
+                let answer = partition.answer_fetch(replication::FetchRequest {
+                    replica_id: plan.replica_id,
+                    fetch_offset: pp.fetch_offset,
+                    current_leader_epoch: epoch(pp.current_leader_epoch),
+                    last_fetched_epoch: if plan.version >= 12 {
+                        epoch(pp.last_fetched_epoch)
+                    } else {
+                        None
+                    },
+                });
+                if answer.error != ErrorCode::None {
+                    errors = true;
+                    pd = pd
+                        .with_error_code(code(answer.error))
+                        .with_high_watermark(answer.high_watermark);
+                    if plan.version >= 5 {
+                        pd = pd.with_log_start_offset(answer.log_start_offset);
+                    }
+                    partitions.push(pd);
+                    continue;
+                }
+                if let Some(d) = answer.diverging_epoch {
+                    errors = true;
+                    pd = pd
+                        .with_high_watermark(answer.high_watermark)
+                        .with_diverging_epoch(
+                            protocol::messages::fetch_response::EpochEndOffset::default()
+                                .with_epoch(d.epoch)
+                                .with_end_offset(d.end_offset),
+                        );
+                    if plan.version >= 5 {
+                        pd = pd.with_log_start_offset(answer.log_start_offset);
+                    }
+                    partitions.push(pd);
+                    continue;
+                }
+                if plan.replica_id.is_some() {
+                    upper_for_replica = answer.read.map(|r| r.upper_bound);
+                }
+            }
             let hw = partition.high_watermark();
             let lso = partition.last_stable_offset();
             let log_start = partition.log.log_start_offset();
@@ -252,7 +311,11 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             if plan.version >= 5 {
                 pd = pd.with_log_start_offset(log_start);
             }
-            let upper = if plan.read_committed { lso } else { hw };
+            let upper = match upper_for_replica {
+                Some(leo) => leo,
+                None if plan.read_committed => lso,
+                None => hw,
+            };
             let budget = (pp.max_bytes.max(0) as usize).min(remaining);
             match partition
                 .log

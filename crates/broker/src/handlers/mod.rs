@@ -179,6 +179,9 @@ pub fn dispatch(
         RequestKind::ListOffsets(r) => ctx.ready(ResponseKind::ListOffsets(offsets::list_offsets(
             state, r, v,
         ))),
+        RequestKind::OffsetForLeaderEpoch(r) => ctx.ready(ResponseKind::OffsetForLeaderEpoch(
+            offsets::offset_for_leader_epoch(state, r),
+        )),
         RequestKind::DeleteRecords(r) => ctx.ready(ResponseKind::DeleteRecords(
             offsets::delete_records(state, r),
         )),

@@ -1,4 +1,6 @@
-//! ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords.
+//! ListOffsets (earliest, latest, by timestamp, max timestamp), DeleteRecords, and
+//! OffsetForLeaderEpoch (where an epoch of the leader's log ends: followers and KIP-320
+//! consumers truncate or validate by it).
 
 use super::code;
 use crate::state::BrokerState;
@@ -9,8 +11,12 @@ use protocol::messages::delete_records_response::{
 use protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
+use protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use std::sync::Arc;
 
@@ -162,4 +168,45 @@ pub fn delete_records(
         })
         .collect();
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// OffsetForLeaderEpoch: for each partition, the largest epoch at or below the one asked for
+/// and where it ends in this leader's log (Kafka's UNDEFINED answers when the log knows no
+/// such epoch). Only the leader answers, with `current_leader_epoch` fencing.
+pub fn offset_for_leader_epoch(
+    state: &Arc<BrokerState>,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let r = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let answer = state
+                        .replicas
+                        .lookup(&t.topic.0, p.partition)
+                        .and_then(|partition| {
+                            let current =
+                                (p.current_leader_epoch >= 0).then_some(p.current_leader_epoch);
+                            partition.offset_for_leader_epoch(current, p.leader_epoch)
+                        });
+                    match answer {
+                        Ok(e) => r.with_leader_epoch(e.epoch).with_end_offset(e.end_offset),
+                        Err(e) => r.with_error_code(code(e)),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
 }

@@ -80,7 +80,7 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
             }
             let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
             let bytes_in = records.len();
-            match append(state, txn_id, version, &partition, records) {
+            match append(state, txn_id, version, &partition, records, acks == -1) {
                 Ok(info) => {
                     appended_any = true;
                     if !info.duplicate {
@@ -151,18 +151,29 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
         return ctx.ready(ResponseKind::Produce(resp));
     }
     let waiting = crate::metrics::METRICS.delayed(crate::metrics::Delayed::Produce);
+    // acks=all: each partition answers once its high watermark passed the batch, i.e. the
+    // batch is on disk on every ISR member (or with the replica's error).
+    let timeout_ms = i64::from(req.timeout_ms);
+    let ack_waits: Vec<_> = waits
+        .into_iter()
+        .map(|w| {
+            let rx = w.partition.wait_for_ack(w.last_offset + 1, timeout_ms);
+            (w, rx)
+        })
+        .collect();
     Reply::Later(Box::pin(async move {
         let _waiting = waiting;
         let mut resp = resp;
-        for w in waits {
-            if let Err(e) = w.partition.log.wait_durable(w.last_offset).await {
-                tracing::error!(partition = %w.partition.tp, error = %e, "fsync failed; log offline");
+        for (w, rx) in ack_waits {
+            let error = rx.await.unwrap_or(ErrorCode::NotLeaderOrFollower);
+            if error != ErrorCode::None {
+                tracing::debug!(partition = %w.partition.tp, error = %error.name(), "acks=all wait failed");
                 if let Some(p) = resp
                     .responses
                     .get_mut(w.topic)
                     .and_then(|t| t.partition_responses.get_mut(w.slot))
                 {
-                    p.error_code = code(ErrorCode::KafkaStorageError);
+                    p.error_code = code(error);
                     p.base_offset = -1;
                 }
             }
@@ -187,8 +198,9 @@ fn append(
     state: &BrokerState,
     transactional_id: Option<&str>,
     version: i16,
-    partition: &Partition,
+    partition: &Arc<Partition>,
     records: Bytes,
+    acks_all: bool,
 ) -> Result<AppendInfo, (ErrorCode, String)> {
     let invalid = |m: &str| {
         let ec = if version >= 8 {
@@ -206,12 +218,7 @@ fn append(
         if header.is_transactional() {
             return Err(invalid("a transactional batch needs a transactional id"));
         }
-        let info = partition
-            .log
-            .append(records, partition.leader_epoch())
-            .map_err(|e| (e.error_code(), e.to_string()))?;
-        partition.advance_high_watermark();
-        return Ok(info);
+        return partition.append_as_leader(records, acks_all);
     };
     if !header.is_transactional() || header.producer_id < 0 || header.base_sequence < 0 {
         return Err(invalid(

@@ -56,9 +56,14 @@ def finish(cluster, workload: Workload, topic: str) -> dict:
     return stats
 
 
-def test_leader_kill9_rf3(clusters, topic, rng):
-    """The leader of partition 0 is killed with SIGKILL under load: its partitions get new
-    leaders from the ISR, producers carry on, the node comes back as a follower, and every
+def isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    return {p: sorted(m.isrs) for p, m in metadata(bootstrap, topic).items()}
+
+
+def test_leader_kill9_rf3(clusters, topic, rng, rounds):
+    """The leader of partition 0 is killed with SIGKILL under load, again and again: its
+    partitions get new leaders from the ISR, producers carry on, the node comes back as a
+    follower, catches up and rejoins the ISR (AlterPartition), and at the end every
     acknowledged record is still there, once, in order."""
     cluster = clusters(3, **CLUSTER_SETTINGS)
     create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
@@ -66,15 +71,19 @@ def test_leader_kill9_rf3(clusters, topic, rng):
              lambda: all(l >= 0 for l in leaders(cluster.bootstrap, topic).values()))
     w = Workload(cluster.bootstrap, topic, PARTITIONS).start()
     w.wait_acks(300, 90, "before the first fault")
-    time.sleep(rng.uniform(0.2, 1.5))
-    victim = leaders(cluster.bootstrap, topic)[0]
-    cluster.kill9(victim)
-    t_kill = time.monotonic()
-    new = wait_for("a new leader for partition 0",
-                   lambda: (l := leaders(cluster.bootstrap, topic)[0]) not in (victim, -1) and l)
-    w.wait_acks(300, 90, "after the leader was killed")
-    print(f"partition 0: leader {victim} killed, node {new} leads after {time.monotonic() - t_kill:.1f}s")
-    cluster.restart(victim)
-    w.wait_acks(300, 90, "after the old leader came back")
+    for _ in range(2 * rounds):
+        time.sleep(rng.uniform(0.2, 1.5))
+        victim = leaders(cluster.bootstrap, topic)[0]
+        cluster.kill9(victim)
+        t_kill = time.monotonic()
+        new = wait_for("a new leader for partition 0",
+                       lambda: (l := leaders(cluster.bootstrap, topic)[0]) not in (victim, -1) and l)
+        w.wait_acks(300, 90, "after the leader was killed")
+        print(f"partition 0: leader {victim} killed, node {new} leads after {time.monotonic() - t_kill:.1f}s")
+        cluster.restart(victim)
+        wait_for(f"node {victim} back in every ISR",
+                 lambda: all(len(i) == 3 for i in isrs(cluster.bootstrap, topic).values()), timeout=90)
+        cluster.log(f"ISRs full again: {isrs(cluster.bootstrap, topic)}")
+        w.wait_acks(300, 90, "after the old leader came back")
     stats = finish(cluster, w, topic)
     assert stats["acked"] >= 900

@@ -2,8 +2,8 @@
 //! active controller, otherwise the leader's CONTROLLER listener (found through the quorum's
 //! leadership as this node sees it: its own voter, or its observer).
 //!
-//! Remote calls use Kafka's APIs: BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and
-//! CreateTopics for a broker's own needs; Envelope for client requests it forwards (KIP-590);
+//! Remote calls use Kafka's APIs: BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+//! CreateTopics and AlterPartition (a partition leader's ISR changes) for a broker's own needs; Envelope for client requests it forwards (KIP-590);
 //! DescribeQuorum as a read barrier: its high watermark, read after an answer arrived, is an
 //! offset at or past the answer's commit, so waiting to apply it makes the change visible here.
 
@@ -169,6 +169,7 @@ impl ControllerLink {
                 | Request::BrokerHeartbeat { .. }
                 | Request::AllocateProducerIds { .. }
                 | Request::CreateTopics { .. }
+                | Request::AlterPartition { .. }
         );
         if !remote_kind {
             return not_controller(-1);
@@ -315,6 +316,104 @@ impl ControllerLink {
                         .collect(),
                 )
             }
+            Request::AlterPartition {
+                broker_id,
+                broker_epoch,
+                topics,
+            } => {
+                use alter_partition_request::{BrokerState, PartitionData, TopicData};
+                let version = link
+                    .versions(ApiKey::AlterPartition as i16)
+                    .map_or(2, |(_, max)| max.min(3));
+                let req = AlterPartitionRequest::default()
+                    .with_broker_id(BrokerId(*broker_id))
+                    .with_broker_epoch(*broker_epoch)
+                    .with_topics(
+                        topics
+                            .iter()
+                            .map(|(topic_id, changes)| {
+                                TopicData::default()
+                                    .with_topic_id(uuid::Uuid::from_bytes(topic_id.0))
+                                    .with_partitions(
+                                        changes
+                                            .iter()
+                                            .map(|c| {
+                                                let p = PartitionData::default()
+                                                    .with_partition_index(c.partition)
+                                                    .with_leader_epoch(c.leader_epoch)
+                                                    .with_partition_epoch(c.partition_epoch)
+                                                    .with_leader_recovery_state(
+                                                        c.leader_recovery_state,
+                                                    );
+                                                // v3 names each member with its broker epoch
+                                                // (-1: not checked); v2 by id only.
+                                                if version >= 3 {
+                                                    p.with_new_isr_with_epochs(
+                                                        c.new_isr
+                                                            .iter()
+                                                            .map(|(id, epoch)| {
+                                                                BrokerState::default()
+                                                                    .with_broker_id(BrokerId(*id))
+                                                                    .with_broker_epoch(*epoch)
+                                                            })
+                                                            .collect(),
+                                                    )
+                                                } else {
+                                                    p.with_new_isr(
+                                                        c.new_isr
+                                                            .iter()
+                                                            .map(|(id, _)| BrokerId(*id))
+                                                            .collect(),
+                                                    )
+                                                }
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    );
+                let resp = link.call(&req).await?;
+                let result = check(resp.error_code, None).map(|()| {
+                    topics
+                        .iter()
+                        .map(|(topic_id, changes)| {
+                            let answered = resp
+                                .topics
+                                .iter()
+                                .find(|t| t.topic_id.as_bytes() == &topic_id.0);
+                            changes
+                                .iter()
+                                .map(|c| {
+                                    let p = answered
+                                        .and_then(|t| {
+                                            t.partitions
+                                                .iter()
+                                                .find(|p| p.partition_index == c.partition)
+                                        })
+                                        .ok_or_else(|| {
+                                            ControllerError::new(
+                                                ErrorCode::UnknownServerError,
+                                                "the AlterPartition answer left out a partition",
+                                            )
+                                        })?;
+                                    check(p.error_code, None)?;
+                                    // The answer carries no replica set; the caller keeps its own.
+                                    Ok(metadata::PartitionRegistration {
+                                        replicas: Vec::new(),
+                                        isr: p.isr.iter().map(|b| b.0).collect(),
+                                        removing_replicas: Vec::new(),
+                                        adding_replicas: Vec::new(),
+                                        leader: p.leader_id.0,
+                                        leader_epoch: p.leader_epoch,
+                                        partition_epoch: p.partition_epoch,
+                                    })
+                                })
+                                .collect()
+                        })
+                        .collect()
+                });
+                Reply::AlterPartition(result)
+            }
             other => {
                 tracing::error!(?other, "request not sent to a remote controller");
                 return Err(client::Error::Config(
@@ -432,6 +531,7 @@ fn reply_not_controller(reply: &Reply) -> Option<ControllerError> {
         Reply::RegisterBroker(Err(e))
         | Reply::BrokerHeartbeat(Err(e))
         | Reply::AllocateProducerIds(Err(e))
+        | Reply::AlterPartition(Err(e))
             if nc(e) =>
         {
             Some(e.clone())

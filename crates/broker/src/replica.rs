@@ -283,7 +283,12 @@ impl Partition {
         epoch: LeaderEpoch,
     ) -> Result<EpochEndOffset, ErrorCode> {
         self.drive(
-            |r, log, _| (r.offset_for_leader_epoch(current_leader_epoch, epoch, log), Vec::new()),
+            |r, log, _| {
+                (
+                    r.offset_for_leader_epoch(current_leader_epoch, epoch, log),
+                    Vec::new(),
+                )
+            },
             None,
         )
     }

@@ -10,8 +10,8 @@
 //! - `Flush`: waits for the log's group-committed fsync, then tells the replica (the leader
 //!   counts its own durable end in the HW; a follower fetches on only after an fsync, so its
 //!   next fetch offset is durable progress: acks=all means on disk on every ISR member);
-//! - `AlterPartition`: the ISR change for the active controller (not sent yet: the controller
-//!   does not take AlterPartition yet; ISRs change only by its own decisions for now).
+//! - `AlterPartition`: the leader's ISR change goes to the active controller (KIP-497); the
+//!   replica uses the new ISR once the controller answers with it (or the image shows it).
 //!
 //! A ticker drives `Replica::tick` (ISR shrink, acks=all timeouts, fetch retries).
 //! acks=all waits are oneshot channels completed by the replica's `AckDone` actions.
@@ -199,11 +199,11 @@ pub async fn run(state: Arc<BrokerState>, mut events: mpsc::UnboundedReceiver<Ev
                 });
             }
             Event::AlterPartition { partition, request } => {
-                // Not wired to the controller yet: the proposal stays pending (the replica
-                // retries it), so the ISR changes only through the controller's own
-                // decisions (a fenced broker leaves every ISR).
-                tracing::debug!(partition = %partition.tp, new_isr = ?request.new_isr,
-                    "ISR change proposed; AlterPartition is not sent to the controller yet");
+                let state = state.clone();
+                state.tasks.clone().spawn(async move {
+                    let result = alter_partition(&state, &partition, &request).await;
+                    partition.on_alter_partition_response(&request, result);
+                });
             }
         }
     }
@@ -260,12 +260,11 @@ async fn run_fetcher(
                         let Some((p, plan)) = batch.remove(&key) else {
                             continue;
                         };
-                        let diverging = (pd.diverging_epoch.epoch >= 0).then_some(
-                            model::EpochEndOffset {
+                        let diverging =
+                            (pd.diverging_epoch.epoch >= 0).then_some(model::EpochEndOffset {
                                 epoch: pd.diverging_epoch.epoch,
                                 end_offset: pd.diverging_epoch.end_offset,
-                            },
-                        );
+                            });
                         let records = pd.records.filter(|r| !r.is_empty());
                         let answer = replication::FetchResponse {
                             error: ErrorCode::from_code(pd.error_code),
@@ -368,4 +367,69 @@ async fn connect(state: &BrokerState, leader: NodeId) -> Option<client::NodeLink
             None
         }
     }
+}
+
+/// Sends a leader's ISR proposal to the active controller; the answer in the replication
+/// core's terms (the registration it committed, or Kafka's error).
+async fn alter_partition(
+    state: &BrokerState,
+    partition: &Partition,
+    request: &AlterPartitionRequest,
+) -> replication::AlterPartitionResult {
+    let call = controller::Request::AlterPartition {
+        broker_id: request.broker_id,
+        broker_epoch: state.broker_epoch.load(Ordering::Acquire),
+        topics: vec![(
+            partition.topic_id,
+            vec![controller::IsrChange {
+                partition: partition.tp.partition,
+                leader_epoch: request.leader_epoch,
+                partition_epoch: request.partition_epoch,
+                // Members by id only (broker epoch -1: not checked), as AlterPartition v2.
+                new_isr: request.new_isr.iter().map(|id| (*id, -1)).collect(),
+                leader_recovery_state: 0,
+            }],
+        )],
+    };
+    let answer = match state.controller_call(call).await {
+        Ok(controller::Reply::AlterPartition(Ok(topics))) => topics
+            .into_iter()
+            .next()
+            .and_then(|t| t.into_iter().next())
+            .unwrap_or_else(|| {
+                Err(controller::ControllerError::new(
+                    ErrorCode::UnknownServerError,
+                    "empty AlterPartition answer",
+                ))
+            }),
+        Ok(controller::Reply::AlterPartition(Err(e))) | Err(e) => Err(e),
+        Ok(_) => Err(controller::ControllerError::new(
+            ErrorCode::UnknownServerError,
+            "unexpected controller answer",
+        )),
+    };
+    match answer {
+        Ok(reg) => {
+            tracing::info!(partition = %partition.tp, isr = ?reg.isr, partition_epoch = reg.partition_epoch, "ISR changed");
+            let replicas = image_replicas(state, partition).unwrap_or(reg.replicas);
+            Ok(replication::PartitionState {
+                leader: (reg.leader >= 0).then_some(reg.leader),
+                leader_epoch: reg.leader_epoch,
+                partition_epoch: reg.partition_epoch,
+                replicas,
+                isr: reg.isr,
+            })
+        }
+        Err(e) => {
+            tracing::debug!(partition = %partition.tp, error = %e, "AlterPartition refused");
+            Err(e.code)
+        }
+    }
+}
+
+fn image_replicas(state: &BrokerState, partition: &Partition) -> Option<Vec<NodeId>> {
+    state
+        .image()
+        .partition(partition.topic_id, partition.tp.partition)
+        .map(|r| r.replicas.clone())
 }

@@ -83,7 +83,10 @@ impl Partition {
         self.append_locked(batches)
     }
 
-    fn append_locked(self: &std::sync::Arc<Self>, batches: Bytes) -> Result<AppendInfo, TxnAppendError> {
+    fn append_locked(
+        self: &std::sync::Arc<Self>,
+        batches: Bytes,
+    ) -> Result<AppendInfo, TxnAppendError> {
         let info = self
             .log
             .append(batches, self.leader_epoch())

@@ -203,16 +203,18 @@ impl C {
     }
 
     /// Waits until the last stable offset reaches the high watermark (markers written).
-    async fn stable(&mut self) -> PartitionData {
+    /// Waits until the HW reached `min_hw` (it moves once the log is durable) and the LSO
+    /// caught up with it.
+    async fn stable(&mut self, min_hw: i64) -> PartitionData {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let p = self.fetch(0, true).await;
-            if p.last_stable_offset == p.high_watermark {
+            if p.last_stable_offset == p.high_watermark && p.high_watermark >= min_hw {
                 return p;
             }
             assert!(
                 Instant::now() < deadline,
-                "LSO {} never reached HW {}",
+                "LSO {} never reached HW {} (at least {min_hw})",
                 p.last_stable_offset,
                 p.high_watermark
             );
@@ -315,7 +317,7 @@ async fn commit_abort_and_the_last_stable_offset() {
     assert_eq!(values(&c.fetch(0, false).await).len(), 6);
 
     assert_eq!(c.end("t1", pid, epoch, false, 1).await, 0);
-    let p = c.stable().await;
+    let p = c.stable(7).await;
     assert_eq!(p.high_watermark, 7, "the abort marker");
     assert_eq!(values(&p).len(), 6, "read_committed returns the batches...");
     assert_eq!(
@@ -329,7 +331,7 @@ async fn commit_abort_and_the_last_stable_offset() {
     assert_eq!(c.add_ok("t1", pid, epoch, 0).await, 0);
     assert_eq!(c.produce(Some("t1"), pid, epoch, 3, 2, 9).await, (0, 7));
     assert_eq!(c.end("t1", pid, epoch, true, 1).await, 0);
-    let p = c.stable().await;
+    let p = c.stable(10).await;
     assert_eq!(p.high_watermark, 10);
     describe_until(&mut c, "t1", "CompleteCommit").await;
     let from7 = c.fetch(7, true).await;
@@ -480,7 +482,7 @@ async fn out_of_order_and_stale_requests_get_kafka_errors_and_change_nothing() {
     // The coordinator's own markers for t3 carried epoch 0 of __transaction_state; a marker
     // from epoch -1 is from an older coordinator.
     assert_eq!(c2.end("t3", pid2, epoch2, true, 3).await, 0);
-    c.stable().await;
+    c.stable(hw + 1).await;
     let r: WriteTxnMarkersResponse = call(
         &mut c.s,
         ApiKey::WriteTxnMarkers,
@@ -534,7 +536,7 @@ async fn a_timed_out_transaction_is_aborted_by_the_coordinator() {
     let (pid, epoch) = c.init_ok("t4", 500).await;
     assert_eq!(c.add("t4", pid, epoch, 0).await, 0);
     assert_eq!(c.produce(Some("t4"), pid, epoch, 0, 2, 9).await.0, 0);
-    let p = c.stable().await;
+    let p = c.stable(3).await;
     assert_eq!(aborted(&p), vec![(pid, 0)]);
     assert!(p.high_watermark >= 3);
     let d = describe_until(&mut c, "t4", "CompleteAbort").await;
@@ -584,7 +586,7 @@ async fn transaction_state_survives_a_restart() {
         ("Ongoing", pid, epoch)
     );
     assert_eq!(c.end("t5", pid, epoch, true, 3).await, 0);
-    let p = c.stable().await;
+    let p = c.stable(3).await;
     assert_eq!(values(&p).len(), 2);
     // The transactional offset is committed once the marker reached __consumer_offsets.
     let deadline = Instant::now() + DEADLINE;

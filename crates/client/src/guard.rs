@@ -309,6 +309,7 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::BrokerRegistration => (Some(0), &BROKER_REGISTRATION),
         ApiKey::BrokerHeartbeat => (Some(0), &BROKER_HEARTBEAT),
         ApiKey::AllocateProducerIds => (Some(0), &ALLOCATE_PRODUCER_IDS),
+        ApiKey::AlterPartition => (Some(0), &ALTER_PARTITION),
         ApiKey::Envelope => (Some(0), &ENVELOPE),
         _ => return None,
     })
@@ -649,6 +650,26 @@ static BROKER_HEARTBEAT: S = s(&[
 ]);
 static ALLOCATE_PRODUCER_IDS: S = s(&[F(ALL, I32), F(ALL, I16), F(ALL, I64), F(ALL, I32)]);
 static ENVELOPE: S = s(&[F(ALL, Bytes), F(ALL, I16)]);
+// AlterPartition (v2+: topics by id)
+static ALTER_PARTITION_PARTITION: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, I32),
+    F(ALL, I32),
+    F(ALL, ArrayI32),
+    F(from(1), I8),
+    F(ALL, I32),
+]);
+static ALTER_PARTITION_TOPIC: S = s(&[
+    F(V(0, 1), Str),
+    F(from(2), Uuid),
+    F(ALL, Array(&ALTER_PARTITION_PARTITION)),
+]);
+static ALTER_PARTITION: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Array(&ALTER_PARTITION_TOPIC)),
+]);
 
 // Consumer groups (KIP-848)
 static CG_TOPIC_PARTITIONS: S = s(&[F(ALL, Uuid), F(ALL, ArrayI32)]);
@@ -854,6 +875,7 @@ mod tests {
             BrokerRegistrationRequest,
             BrokerHeartbeatRequest,
             AllocateProducerIdsRequest,
+            AlterPartitionRequest,
             EnvelopeRequest,
         );
     }

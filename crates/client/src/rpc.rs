@@ -73,6 +73,8 @@ rpc!(DescribeQuorumRequest => DescribeQuorumResponse, DescribeQuorum, 0, 2);
 rpc!(BrokerRegistrationRequest => BrokerRegistrationResponse, BrokerRegistration, 3, 4);
 rpc!(BrokerHeartbeatRequest => BrokerHeartbeatResponse, BrokerHeartbeat, 0, 1);
 rpc!(AllocateProducerIdsRequest => AllocateProducerIdsResponse, AllocateProducerIds, 0, 0);
+// AlterPartition v2 is the first with topic ids; v3 names ISR members with their broker epochs.
+rpc!(AlterPartitionRequest => AlterPartitionResponse, AlterPartition, 2, 3);
 rpc!(EnvelopeRequest => EnvelopeResponse, Envelope, 0, 0);
 
 /// Encodes a request frame, size prefix included.

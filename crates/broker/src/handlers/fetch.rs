@@ -258,7 +258,9 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             // Followers' fetches, and fetches naming epochs (KIP-320), go through the
             // replica: epoch fencing, divergence, and a follower's progress.
             let mut upper_for_replica = None;
-            if plan.replica_id.is_some() || pp.current_leader_epoch >= 0 || pp.last_fetched_epoch >= 0
+            if plan.replica_id.is_some()
+                || pp.current_leader_epoch >= 0
+                || pp.last_fetched_epoch >= 0
             {
                 let epoch = |e: i32| (e >= 0).then_some(e);
                 let answer = partition.answer_fetch(replication::FetchRequest {

@@ -177,36 +177,35 @@ pub fn offset_for_leader_epoch(
     state: &Arc<BrokerState>,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let topics = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let r = EpochEndOffset::default()
-                        .with_partition(p.partition)
-                        .with_leader_epoch(-1)
-                        .with_end_offset(-1);
-                    let answer = state
-                        .replicas
-                        .lookup(&t.topic.0, p.partition)
-                        .and_then(|partition| {
-                            let current =
-                                (p.current_leader_epoch >= 0).then_some(p.current_leader_epoch);
-                            partition.offset_for_leader_epoch(current, p.leader_epoch)
-                        });
-                    match answer {
-                        Ok(e) => r.with_leader_epoch(e.epoch).with_end_offset(e.end_offset),
-                        Err(e) => r.with_error_code(code(e)),
-                    }
-                })
-                .collect();
-            OffsetForLeaderTopicResult::default()
-                .with_topic(t.topic)
-                .with_partitions(partitions)
-        })
-        .collect();
+    let topics =
+        req.topics
+            .into_iter()
+            .map(|t| {
+                let partitions =
+                    t.partitions
+                        .into_iter()
+                        .map(|p| {
+                            let r = EpochEndOffset::default()
+                                .with_partition(p.partition)
+                                .with_leader_epoch(-1)
+                                .with_end_offset(-1);
+                            let answer = state.replicas.lookup(&t.topic.0, p.partition).and_then(
+                                |partition| {
+                                    let current = (p.current_leader_epoch >= 0)
+                                        .then_some(p.current_leader_epoch);
+                                    partition.offset_for_leader_epoch(current, p.leader_epoch)
+                                },
+                            );
+                            match answer {
+                                Ok(e) => r.with_leader_epoch(e.epoch).with_end_offset(e.end_offset),
+                                Err(e) => r.with_error_code(code(e)),
+                            }
+                        })
+                        .collect();
+                OffsetForLeaderTopicResult::default()
+                    .with_topic(t.topic)
+                    .with_partitions(partitions)
+            })
+            .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }

@@ -42,3 +42,14 @@ def test_violations_are_reported(logs, what):
 def test_a_moved_log_start_is_reported():
     with pytest.raises(CheckFailed, match="log start"):
         check(history(), GOOD, {0: 1, 1: 0})
+
+
+def test_an_ack_without_offset_must_be_in_its_partition():
+    """librdkafka's implicit acks (offset unknown): present in the partition passes, absent
+    fails."""
+    h = history()
+    h.acked["w0-2"] = Ack(0, None)
+    del h.failed["w0-2"]
+    assert check(h, GOOD, {0: 0, 1: 0})["acked"] == 4
+    with pytest.raises(CheckFailed, match=r"'w0-2' \(offset unknown\)"):
+        check(h, {0: [(0, b"w0-0"), (1, b"w0-1")], 1: [(0, b"w1-0")]}, {0: 0, 1: 0})

@@ -257,7 +257,12 @@ impl Partition {
     ) -> tokio::sync::oneshot::Receiver<ErrorCode> {
         let (id, rx) = self.ctx.register_ack();
         self.drive(
-            |r, _log, now| ((), r.wait_for_ack(id, next_offset, now + timeout_ms.max(0))),
+            |r, log, now| {
+                (
+                    (),
+                    r.wait_for_ack(id, next_offset, now + timeout_ms.max(0), log),
+                )
+            },
             None,
         );
         rx

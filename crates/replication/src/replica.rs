@@ -301,12 +301,14 @@ impl Replica {
     }
 
     /// After an acks=all append ending at `next_offset` (last offset + 1): waits until the
-    /// HW reaches it, or `deadline_ms` (REQUEST_TIMED_OUT). May complete at once.
+    /// HW reaches it (and, on a single replica, until it is on disk), or `deadline_ms`
+    /// (REQUEST_TIMED_OUT). May complete at once.
     pub fn wait_for_ack(
         &mut self,
         id: AckId,
         next_offset: Offset,
         deadline_ms: i64,
+        log: &impl LogView,
     ) -> Vec<Action> {
         let mut out = Vec::new();
         let Role::Leader(l) = &mut self.role else {
@@ -317,8 +319,24 @@ impl Replica {
             return out;
         };
         l.acks.insert((next_offset, id), deadline_ms);
-        self.complete_acks(&mut out);
+        if log.durable_offset() < next_offset {
+            out.push(Action::Flush {
+                offset: log.log_end_offset(),
+            });
+        }
+        self.complete_acks(log, &mut out);
         out
+    }
+
+    /// Whether this replica is the partition's only replica (replication factor 1): then
+    /// nothing is copied anywhere, and the HW moves to the log end with every append, as
+    /// it did before replication (and as Kafka does); acks=all still waits for the
+    /// group-committed fsync of its batch. Consumers may see a record a crash then takes
+    /// (an acks=1 record, never an acknowledged acks=all one).
+    pub fn is_single_replica(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_some_and(|s| s.replicas.len() == 1 && s.replicas[0] == self.config.node_id)
     }
 
     /// Answers one partition of a Fetch (a follower's when `replica_id` is set, else a
@@ -463,10 +481,16 @@ impl Replica {
         self.leader_progress(now_ms, log, out);
     }
 
-    /// Leader: recompute the HW, complete acks, propose an ISR expansion, ask for a flush.
+    /// Leader: recompute the HW, complete acks, propose an ISR expansion, ask for a flush
+    /// (a single replica only for a waiting acks=all append: its HW does not wait for disk).
     fn leader_progress(&mut self, now_ms: i64, log: &impl LogView, out: &mut Vec<Action>) {
         let leo = log.log_end_offset();
-        if log.durable_offset() < leo {
+        let durable = log.durable_offset();
+        let flush = durable < leo
+            && (!self.is_single_replica()
+                || matches!(&self.role, Role::Leader(l)
+                    if l.acks.keys().next().is_some_and(|(required, _)| *required > durable)));
+        if flush {
             out.push(Action::Flush { offset: leo });
         }
         if let Some(candidate) = self.hw_candidate(log) {
@@ -475,7 +499,7 @@ impl Replica {
                 out.push(Action::HighWatermark(candidate));
             }
         }
-        self.complete_acks(out);
+        self.complete_acks(log, out);
         self.maybe_expand_isr(now_ms, out);
     }
 
@@ -492,6 +516,9 @@ impl Replica {
         if state.isr.len() < effective_min_isr(&self.config, state) {
             return None; // KIP-966
         }
+        if self.is_single_replica() {
+            return Some(log.log_end_offset());
+        }
         let mut hw = log.durable_offset().min(log.log_end_offset());
         for id in self.maximal_isr() {
             if id == self.config.node_id {
@@ -502,8 +529,13 @@ impl Replica {
         Some(hw)
     }
 
-    fn complete_acks(&mut self, out: &mut Vec<Action>) {
-        let hw = self.hw;
+    fn complete_acks(&mut self, log: &impl LogView, out: &mut Vec<Action>) {
+        // A single replica's HW does not wait for disk; its acks=all answers do.
+        let hw = if self.is_single_replica() {
+            self.hw.min(log.durable_offset())
+        } else {
+            self.hw
+        };
         let isr_ok = self
             .state
             .as_ref()
@@ -890,7 +922,7 @@ impl Replica {
             assert_eq!(state.leader, Some(self.config.node_id));
             assert!(l.epoch_start_offset >= 0);
         }
-        if self.config.mutation == Mutation::None {
+        if self.config.mutation == Mutation::None && !self.is_single_replica() {
             assert!(
                 self.hw <= log.durable_offset().max(log.log_start_offset()),
                 "replica {}: HW {} past its durable end {}",

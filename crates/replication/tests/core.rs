@@ -224,7 +224,7 @@ fn acks_all_outcomes() {
     log.append(5, 2);
     log.sync();
     r.on_log_changed(1, &log);
-    assert!(r.wait_for_ack(7, 12, 1_000).is_empty());
+    assert!(r.wait_for_ack(7, 12, 1_000, &log).is_empty());
     r.fetch(2, follower_fetch(2, 12, 5), &log);
     let (_, acts) = r.fetch(2, follower_fetch(3, 12, 5), &log);
     assert!(acts.contains(&Action::AckDone {
@@ -235,13 +235,13 @@ fn acks_all_outcomes() {
     log.append(5, 1);
     log.sync();
     r.on_log_changed(3, &log);
-    r.wait_for_ack(8, 13, 100);
+    r.wait_for_ack(8, 13, 100, &log);
     assert!(r.tick(100, &log).contains(&Action::AckDone {
         id: 8,
         error: ErrorCode::RequestTimedOut
     }));
     // The ISR shrinks below min.insync.replicas after an append.
-    r.wait_for_ack(9, 13, 10_000);
+    r.wait_for_ack(9, 13, 10_000, &log);
     let acts = r.apply_metadata(200, state(1, 5, 2, &[1]), &log);
     assert!(acts.contains(&Action::AckDone {
         id: 9,
@@ -255,7 +255,7 @@ fn acks_all_outcomes() {
     assert!(hw_moves(&r.on_log_changed(300, &log)).is_empty());
     // Losing leadership fails waiting acks.
     r.apply_metadata(350, state(1, 5, 3, &[1, 2, 3]), &log);
-    assert!(r.wait_for_ack(10, 16, 10_000).is_empty());
+    assert!(r.wait_for_ack(10, 16, 10_000, &log).is_empty());
     let acts = r.apply_metadata(400, state(2, 6, 4, &[2, 3]), &log);
     assert!(acts.contains(&Action::AckDone {
         id: 10,
@@ -540,4 +540,52 @@ fn min_insync_replicas_above_the_replication_factor_means_all_replicas() {
     assert_eq!(hw_moves(&acts), vec![4]);
     r.apply_metadata(3, state(1, 1, 2, &[1, 2]), &log);
     assert_eq!(r.check_produce(true), Err(ErrorCode::NotEnoughReplicas));
+}
+
+/// Replication factor 1: the HW moves to the log end with every append (no fsync asked for
+/// an acks=1 write), as before replication; an acks=all wait asks for the fsync and is
+/// answered only once its batch is on disk.
+#[test]
+fn a_single_replica_moves_its_hw_with_appends_and_acks_after_the_fsync() {
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(1, 1), 0, &log);
+    let single = PartitionState {
+        replicas: vec![1],
+        ..state(1, 0, 0, &[1])
+    };
+    r.apply_metadata(0, single, &log);
+    assert!(r.is_single_replica());
+    log.epochs.assign(0, 0);
+    // acks=1: the HW is at the log end at once, and nothing asks for an fsync.
+    log.append(0, 5);
+    let acts = r.on_log_changed(1, &log);
+    assert_eq!(hw_moves(&acts), vec![5]);
+    assert!(!acts.iter().any(|a| matches!(a, Action::Flush { .. })));
+    // acks=all: visible at once, acknowledged only after the fsync.
+    log.append(0, 3);
+    let acts = r.on_log_changed(2, &log);
+    assert_eq!(hw_moves(&acts), vec![8]);
+    let acts = r.wait_for_ack(1, 8, 10_000, &log);
+    assert_eq!(acts, vec![Action::Flush { offset: 8 }]);
+    // Another append while the fsync is under way asks again once it is done.
+    log.durable = 8;
+    log.append(0, 2);
+    let acts = r.on_log_changed(3, &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 1,
+        error: ErrorCode::None
+    }));
+    assert!(!acts.iter().any(|a| matches!(a, Action::Flush { .. })));
+    assert_eq!(r.high_watermark(), 10);
+    // min.insync.replicas above the replication factor does not block it (effective: 1).
+    let mut strict = Replica::new(config(1, 2), 0, &log);
+    strict.apply_metadata(
+        4,
+        PartitionState {
+            replicas: vec![1],
+            ..state(1, 1, 1, &[1])
+        },
+        &log,
+    );
+    assert_eq!(strict.check_produce(true), Ok(1));
 }

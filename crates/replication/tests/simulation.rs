@@ -707,7 +707,12 @@ impl Sim {
                 if acks_all {
                     self.produced.insert(id, (offset, epoch));
                     let n = &mut self.nodes[i];
-                    acts.extend(n.replica.wait_for_ack(id, offset + 1, now + ACK_TIMEOUT_MS));
+                    acts.extend(n.replica.wait_for_ack(
+                        id,
+                        offset + 1,
+                        now + ACK_TIMEOUT_MS,
+                        &n.log,
+                    ));
                 }
                 self.run(i, acts, &[], 0);
             }

@@ -1,6 +1,8 @@
 //! The data directory's partition logs as a whole: opening a partition's log with its recovery
 //! point (a log that cannot be opened makes the partition offline, never the broker), Kafka's
-//! `recovery-point-offset-checkpoint`, written periodically and at shutdown, the partition cap
+//! `recovery-point-offset-checkpoint` and `replication-offset-checkpoint` (the high
+//! watermarks, so a restarted replica neither hides what was committed nor exposes what was
+//! not), each written periodically and at shutdown, the partition cap
 //! derived from the open-file limit, and bringing offline partitions back without a restart.
 //!
 //! Bringing back: every `log.offline.retry.interval.ms`, a partition whose log went offline
@@ -35,20 +37,26 @@ pub fn partition_cap(config: &model::BrokerConfig) -> (i64, Option<String>) {
     }
 }
 
-/// The recovery points read from the checkpoint at startup, updated by every checkpoint
-/// written since. Entries of offline partitions are kept as they were read.
+/// One of the data directory's offset checkpoints (recovery points, high watermarks) as read
+/// at startup, updated by every checkpoint written since. Entries of offline partitions are
+/// kept as they were read.
 #[derive(Debug, Default)]
-pub struct RecoveryPoints {
+pub struct OffsetCheckpoint {
+    file: &'static str,
     points: std::sync::Mutex<BTreeMap<String, i64>>,
 }
 
-impl RecoveryPoints {
-    pub fn load(data_dir: &std::path::Path) -> RecoveryPoints {
-        let points = storage::read_recovery_points(data_dir).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot read the recovery-point checkpoint; recovering logs from their last segment");
+impl OffsetCheckpoint {
+    /// Reads `file` in `data_dir`; an unreadable file is reported and read as empty (for
+    /// recovery points: recover logs from their last segment; for high watermarks: start
+    /// each at its log start, the leader recomputes it).
+    pub fn load(data_dir: &std::path::Path, file: &'static str) -> OffsetCheckpoint {
+        let points = storage::read_offset_checkpoint(data_dir, file).unwrap_or_else(|e| {
+            tracing::warn!(file, error = %e, "cannot read an offset checkpoint; ignoring it");
             BTreeMap::new()
         });
-        RecoveryPoints {
+        OffsetCheckpoint {
+            file,
             points: std::sync::Mutex::new(points),
         }
     }
@@ -82,11 +90,13 @@ pub fn open_partition(
             state.replicas.clear_offline(&tp);
             // No role yet: the caller applies the committed partition state.
             let _ = is_leader;
+            let hw = state.high_watermarks.get(&tp.dir_name());
             state.replicas.insert(Arc::new(Partition::new(
                 tp,
                 topic_id,
                 log,
                 state.replication.clone(),
+                hw,
             )));
         }
         Err(e) => {
@@ -129,29 +139,51 @@ pub fn open_partitions(
     });
 }
 
-/// Writes the recovery-point checkpoint: each hosted log's durable offset; offline partitions
-/// keep the point they had; partitions no longer assigned are dropped.
-pub fn write_checkpoint(state: &BrokerState) {
-    let mut points = state.recovery_points.lock();
+/// Writes `checkpoint` with `value` of each hosted partition; offline partitions keep the
+/// entry they had; partitions no longer assigned are dropped.
+fn write_offsets(state: &BrokerState, checkpoint: &OffsetCheckpoint, value: fn(&Partition) -> i64) {
+    let mut points = checkpoint.lock();
     let mut keep: HashSet<String> = HashSet::new();
     for p in state.replicas.all() {
         let name = p.tp.dir_name();
-        points.insert(name.clone(), p.log.durable_offset());
+        points.insert(name.clone(), value(&p));
         keep.insert(name);
     }
     for p in state.replicas.all_offline() {
         keep.insert(p.tp.dir_name());
     }
     points.retain(|name, _| keep.contains(name));
-    if let Err(e) = storage::write_recovery_points(&state.data_dir, &points) {
-        tracing::error!(error = %e, "writing the recovery-point checkpoint failed");
+    if let Err(e) = storage::write_offset_checkpoint(&state.data_dir, checkpoint.file, &points) {
+        tracing::error!(file = checkpoint.file, error = %e, "writing an offset checkpoint failed");
     }
 }
 
-/// Writes the checkpoint every `log.flush.offset.checkpoint.interval.ms` until shutdown.
+/// Writes the recovery-point checkpoint: each hosted log's durable offset.
+pub fn write_checkpoint(state: &BrokerState) {
+    write_offsets(state, &state.recovery_points, |p| p.log.durable_offset());
+}
+
+/// Writes the high-watermark checkpoint (`replication-offset-checkpoint`): each hosted
+/// partition's HW. A replica restarts from it (clamped to its recovered log), so a leader
+/// whose ISR cannot move the HW yet still serves what was committed, and the HW a client saw
+/// does not go back across a restart. An HW only ever covers committed records, so a stale
+/// entry is a lower bound, never an exposure.
+pub fn write_high_watermarks(state: &BrokerState) {
+    write_offsets(state, &state.high_watermarks, |p| p.high_watermark());
+}
+
+/// Writes the recovery points every `log.flush.offset.checkpoint.interval.ms` and the high
+/// watermarks every `replica.high.watermark.checkpoint.interval.ms`, until shutdown.
 pub fn spawn_checkpointer(state: &Arc<BrokerState>) {
     let period = state.config.log_flush_offset_checkpoint_interval_ms;
     spawn_periodic_blocking(state, period, "recovery-point checkpoint", write_checkpoint);
+    let period = state.config.replica_high_watermark_checkpoint_interval_ms;
+    spawn_periodic_blocking(
+        state,
+        period,
+        "high-watermark checkpoint",
+        write_high_watermarks,
+    );
 }
 
 /// Whether a probe write and fsync succeed in `dir` (writes that failed for lack of space
@@ -186,6 +218,7 @@ pub fn retry_offline(state: &BrokerState) {
                     p.topic_id,
                     log,
                     state.replication.clone(),
+                    Some(p.high_watermark()),
                 ));
                 tracing::warn!(partition = %p.tp, log_end = back.log.log_end_offset(),
                     "partition log re-opened after failed writes; the partition is back online");

@@ -72,17 +72,20 @@ impl std::fmt::Debug for Partition {
 
 impl Partition {
     /// A hosted partition with no role yet: `apply_metadata` makes it leader or follower.
-    /// Its high watermark starts at the log start (nothing is known to be committed until
-    /// the replicas say so; a single replica learns it at once from its own durable end).
+    /// Its high watermark starts at `hw` (the high-watermark checkpoint's entry) clamped to
+    /// the recovered log, else at the log start (nothing is known to be committed until the
+    /// replicas say so; a single replica's is its log end at once).
     pub fn new(
         tp: TopicPartition,
         topic_id: TopicId,
         log: Log,
         ctx: Arc<ReplicationContext>,
+        hw: Option<i64>,
     ) -> Partition {
         let config = ctx.replica_config(&log.config());
         let start = log.log_start_offset();
-        let replica = Replica::new(config, start, &LogState(&log));
+        let replica = Replica::new(config, hw.unwrap_or(start), &LogState(&log));
+        let hw = replica.high_watermark();
         Partition {
             stats: crate::metrics::METRICS.topic(&tp.topic),
             tp,
@@ -92,7 +95,7 @@ impl Partition {
             ctx,
             leader_epoch: AtomicI32::new(-1),
             leader: AtomicBool::new(false),
-            high_watermark: AtomicI64::new(start),
+            high_watermark: AtomicI64::new(hw),
             flush_in_flight: AtomicBool::new(false),
             txn: Default::default(),
         }

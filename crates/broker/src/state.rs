@@ -11,7 +11,7 @@
 use crate::bootstrap::METADATA_DIR;
 use crate::controller_link::ControllerLink;
 use crate::groups::Groups;
-use crate::log_dirs::{self, RecoveryPoints};
+use crate::log_dirs::{self, OffsetCheckpoint};
 use crate::replica::{Partition, ReplicaManager};
 use crate::replicator::{Event, ReplicationContext};
 use crate::txn::Transactions;
@@ -93,7 +93,9 @@ pub struct BrokerState {
     /// Serialises publications (one image at a time, in order).
     publish_lock: Mutex<()>,
     /// The data directory's recovery-point checkpoint (see `log_dirs`).
-    pub recovery_points: RecoveryPoints,
+    pub recovery_points: OffsetCheckpoint,
+    /// The data directory's high-watermark checkpoint (see `log_dirs`).
+    pub high_watermarks: OffsetCheckpoint,
     /// The broker-wide budget of request bytes (`queued.max.request.bytes`): a permit per
     /// byte of every frame being read or handled (see `connection`).
     pub request_budget: Arc<tokio::sync::Semaphore>,
@@ -130,7 +132,8 @@ impl BrokerState {
             path: data_dir.display().to_string(),
             source,
         })?;
-        let recovery_points = RecoveryPoints::load(&data_dir);
+        let recovery_points = OffsetCheckpoint::load(&data_dir, storage::RECOVERY_POINT_FILE);
+        let high_watermarks = OffsetCheckpoint::load(&data_dir, storage::HIGH_WATERMARK_FILE);
         let request_budget_bytes = crate::memory::request_budget_bytes(&config);
         tracing::info!(
             queued_max_request_bytes = request_budget_bytes,
@@ -150,6 +153,7 @@ impl BrokerState {
         Ok(Arc::new(BrokerState {
             flusher,
             recovery_points,
+            high_watermarks,
             request_budget: Arc::new(tokio::sync::Semaphore::new(request_budget_bytes)),
             request_budget_bytes,
             node_id: config.node_id,
@@ -738,7 +742,8 @@ impl BrokerState {
         });
     }
 
-    /// Flushes every log, writes clean-shutdown markers and the recovery-point checkpoint.
+    /// Flushes every log, writes clean-shutdown markers and the recovery-point and
+    /// high-watermark checkpoints.
     pub fn close_logs(&self) {
         // Each close is a few fsyncs: thousands of partitions close on `log.io.threads`
         // threads at once.
@@ -757,6 +762,7 @@ impl BrokerState {
             }
         });
         log_dirs::write_checkpoint(self);
+        log_dirs::write_high_watermarks(self);
     }
 
     pub fn data_dir(&self) -> &Path {

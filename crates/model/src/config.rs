@@ -766,6 +766,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "a follower that has not caught up with the leader for this long leaves the ISR",
     ),
     broker(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "5000",
+        ConfigType::Long,
+        "how often the high watermarks are written to replication-offset-checkpoint",
+    ),
+    broker(
         "replica.fetch.wait.max.ms",
         "500",
         ConfigType::Int,
@@ -1207,6 +1213,8 @@ pub struct BrokerConfig {
     pub replica_fetch_wait_max_ms: i64,
     /// `replica.fetch.backoff.ms`: a follower's pause after a failed fetch.
     pub replica_fetch_backoff_ms: i64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often the HWs are checkpointed.
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
     pub election_timeout_ms: i64,
     pub metadata_snapshot_bytes: i64,
     /// `offsets.topic.replication.factor`, and whether it was set explicitly.
@@ -1459,6 +1467,10 @@ impl BrokerConfig {
             replica_lag_time_max_ms: long("replica.lag.time.max.ms", 1)?,
             replica_fetch_wait_max_ms: long("replica.fetch.wait.max.ms", 0)?,
             replica_fetch_backoff_ms: long("replica.fetch.backoff.ms", 0)?,
+            replica_high_watermark_checkpoint_interval_ms: long(
+                "replica.high.watermark.checkpoint.interval.ms",
+                1,
+            )?,
             election_timeout_ms: long("controller.quorum.election.timeout.ms", 10)?,
             metadata_snapshot_bytes: long("metadata.log.max.record.bytes.between.snapshots", 1)?,
             offsets_topic_replication_factor: i16::try_from(offsets_rf).map_err(|_| {

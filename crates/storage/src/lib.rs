@@ -57,7 +57,10 @@ pub use log::{
     PRODUCER_ID_EXPIRATION_MS,
 };
 pub use producer::{ProducerSnapshot, RETAINED_BATCHES};
-pub use recovery::{read_recovery_points, write_recovery_points, RECOVERY_POINT_FILE};
+pub use recovery::{
+    read_offset_checkpoint, read_recovery_points, write_offset_checkpoint, write_recovery_points,
+    HIGH_WATERMARK_FILE, RECOVERY_POINT_FILE,
+};
 pub use txn_index::{AbortedTxn, TXN_INDEX_ENTRY_BYTES};
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ use crate::segment::{file_name, Segment};
 
 /// Kafka's file name for the recovery points of a data directory.
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// Kafka's file name for the high watermarks of a data directory's partitions (written by the
+/// broker; the HW a replica starts from after a restart).
+pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
 /// Kafka's checkpoint format version.
 const CHECKPOINT_VERSION: &str = "0";
 /// A checkpoint larger than this is not one (a million partitions take ~40 MiB).
@@ -33,15 +36,24 @@ const CHECKPOINT_BYTES_MAX: u64 = 256 << 20;
 /// reported and treated as empty, which is safe: recovery then trusts only what the segment
 /// layout proves durable (every segment but the last).
 pub fn read_recovery_points(data_dir: &Path) -> Result<BTreeMap<String, i64>, StorageError> {
-    let path = data_dir.join(RECOVERY_POINT_FILE);
+    read_offset_checkpoint(data_dir, RECOVERY_POINT_FILE)
+}
+
+/// Reads one of Kafka's per-directory offset checkpoints (`file` in `data_dir`, e.g.
+/// [`RECOVERY_POINT_FILE`] or [`HIGH_WATERMARK_FILE`]): partition directory name -> offset.
+/// A missing file is empty; a malformed one is reported and read as empty.
+pub fn read_offset_checkpoint(
+    data_dir: &Path,
+    file: &str,
+) -> Result<BTreeMap<String, i64>, StorageError> {
+    let path = data_dir.join(file);
     let Some(bytes) = read_file_opt(&path, CHECKPOINT_BYTES_MAX)? else {
         return Ok(BTreeMap::new());
     };
     match parse_checkpoint(&bytes) {
         Some(points) => Ok(points),
         None => {
-            tracing::warn!(path = %path.display(),
-                "malformed recovery-point checkpoint; recovering every log from its last segment");
+            tracing::warn!(path = %path.display(), "malformed offset checkpoint; ignoring it");
             Ok(BTreeMap::new())
         }
     }
@@ -68,11 +80,20 @@ fn parse_checkpoint(bytes: &[u8]) -> Option<BTreeMap<String, i64>> {
     (out.len() == count && lines.all(|l| l.trim().is_empty())).then_some(out)
 }
 
-/// Writes the checkpoint atomically (temp file, fsync, rename, directory fsync), in Kafka's
-/// format: version, count, then `topic partition offset` per line. Keys are partition
-/// directory names; a name that is not `<topic>-<partition>` is skipped.
+/// Writes the recovery-point checkpoint (see [`write_offset_checkpoint`]).
 pub fn write_recovery_points(
     data_dir: &Path,
+    points: &BTreeMap<String, i64>,
+) -> Result<(), StorageError> {
+    write_offset_checkpoint(data_dir, RECOVERY_POINT_FILE, points)
+}
+
+/// Writes an offset checkpoint atomically (temp file, fsync, rename, directory fsync), in
+/// Kafka's format: version, count, then `topic partition offset` per line. Keys are
+/// partition directory names; a name that is not `<topic>-<partition>` is skipped.
+pub fn write_offset_checkpoint(
+    data_dir: &Path,
+    file: &str,
     points: &BTreeMap<String, i64>,
 ) -> Result<(), StorageError> {
     let mut lines = Vec::with_capacity(points.len());
@@ -87,7 +108,7 @@ pub fn write_recovery_points(
     for l in lines {
         text.push_str(&l);
     }
-    write_file_atomic(&data_dir.join(RECOVERY_POINT_FILE), text.as_bytes())
+    write_file_atomic(&data_dir.join(file), text.as_bytes())
 }
 
 fn damaged(dir: &Path, base: i64, reason: String) -> StorageError {

@@ -182,7 +182,32 @@ impl ControllerLink {
             if let Some(q) = self.local_active() {
                 return q.submit(request).await;
             }
-            match self.remote(&link, &request).await {
+            // A call to a controller that froze (SIGSTOP, a stalled machine) would hang until
+            // its timeout, longer than a broker session: when the quorum elects another
+            // leader meanwhile, the call is abandoned and sent to the new one (heartbeats
+            // would otherwise stop and fence this live broker).
+            let called = self.leader_id();
+            let mut leadership = self.inner.leadership.clone();
+            let moved = async move {
+                loop {
+                    if leadership.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                    if leadership.borrow_and_update().leader_id != called {
+                        return;
+                    }
+                }
+            };
+            let outcome = tokio::select! {
+                r = self.remote(&link, &request) => Some(r),
+                () = moved => None,
+            };
+            let Some(outcome) = outcome else {
+                tracing::debug!(from = ?called, to = ?self.leader_id(), "the controller changed during a call; retrying");
+                self.drop_link().await;
+                continue;
+            };
+            match outcome {
                 Ok(reply) => {
                     if let Some(e) = reply_not_controller(&reply) {
                         tracing::debug!(error = %e, "the controller moved; retrying");

@@ -1,9 +1,12 @@
 """Replication under faults on a three-node cluster (combined broker+controller nodes):
-partitions with three replicas, idempotent acks=all producers, and the leader's node killed
-with SIGKILL. A new leader must be elected from the ISR and nothing acknowledged may be lost
-(the checker reads every partition back from its leader at the end).
+partitions with three replicas and idempotent acks=all producers (the checker's workload),
+through: the leader killed with SIGKILL again and again; a follower killed and rejoining the
+ISR; the leader frozen (SIGSTOP) past its session, a zombie that is resumed; every node killed
+at the same moment; the HW checkpoint across such a crash; and min.insync.replicas with
+confluent-kafka and kafka-python (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, acks=1
+still accepted). New leaders come only from the ISR, and nothing acknowledged may be lost (the
+checker reads every partition back at the end).
 """
-
 from __future__ import annotations
 
 import time
@@ -60,30 +63,256 @@ def isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
     return {p: sorted(m.isrs) for p, m in metadata(bootstrap, topic).items()}
 
 
-def test_leader_kill9_rf3(clusters, topic, rng, rounds):
-    """The leader of partition 0 is killed with SIGKILL under load, again and again: its
-    partitions get new leaders from the ISR, producers carry on, the node comes back as a
-    follower, catches up and rejoins the ISR (AlterPartition), and at the end every
-    acknowledged record is still there, once, in order."""
+def loaded_cluster(clusters, topic: str):
+    """Three nodes, a topic of PARTITIONS partitions with three replicas each, and the
+    checker's acks=all workload running (300 acknowledgements in)."""
     cluster = clusters(3, **CLUSTER_SETTINGS)
     create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
     wait_for("every partition to have a leader",
              lambda: all(l >= 0 for l in leaders(cluster.bootstrap, topic).values()))
     w = Workload(cluster.bootstrap, topic, PARTITIONS).start()
     w.wait_acks(300, 90, "before the first fault")
+    return cluster, w
+
+
+def wait_new_leader(cluster, topic: str, victim: int) -> int:
+    """Waits until partition 0 is led by a node other than `victim`; returns it."""
+    return wait_for("a new leader for partition 0",
+                    lambda: (l := leaders(cluster.bootstrap, topic)[0]) not in (victim, -1) and l)
+
+
+def wait_back_in_every_isr(cluster, topic: str, victim: int) -> None:
+    wait_for(f"node {victim} back in every ISR",
+             lambda: all(len(i) == 3 for i in isrs(cluster.bootstrap, topic).values()), timeout=90)
+    cluster.log(f"ISRs full again: {isrs(cluster.bootstrap, topic)}")
+
+
+def test_leader_kill9_rf3(clusters, topic, rng, rounds):
+    """The leader of partition 0 is killed with SIGKILL under load, again and again: its
+    partitions get new leaders from the ISR, producers carry on, the node comes back as a
+    follower, catches up and rejoins the ISR (AlterPartition), and at the end every
+    acknowledged record is still there, once, in order."""
+    cluster, w = loaded_cluster(clusters, topic)
     for _ in range(2 * rounds):
         time.sleep(rng.uniform(0.2, 1.5))
         victim = leaders(cluster.bootstrap, topic)[0]
         cluster.kill9(victim)
         t_kill = time.monotonic()
-        new = wait_for("a new leader for partition 0",
-                       lambda: (l := leaders(cluster.bootstrap, topic)[0]) not in (victim, -1) and l)
+        new = wait_new_leader(cluster, topic, victim)
         w.wait_acks(300, 90, "after the leader was killed")
         print(f"partition 0: leader {victim} killed, node {new} leads after {time.monotonic() - t_kill:.1f}s")
         cluster.restart(victim)
-        wait_for(f"node {victim} back in every ISR",
-                 lambda: all(len(i) == 3 for i in isrs(cluster.bootstrap, topic).values()), timeout=90)
-        cluster.log(f"ISRs full again: {isrs(cluster.bootstrap, topic)}")
+        wait_back_in_every_isr(cluster, topic, victim)
         w.wait_acks(300, 90, "after the old leader came back")
     stats = finish(cluster, w, topic)
     assert stats["acked"] >= 900
+
+
+def nodes_except(cluster, *excluded: int) -> list[int]:
+    return [n.id for n in cluster.nodes if n.id not in excluded]
+
+
+def test_follower_kill9_rejoins_isr(clusters, topic, rng, rounds):
+    """A follower of partition 0 is killed with SIGKILL under load: it leaves the ISR, acks=all
+    producers carry on with the other two (min.insync.replicas=2), and once restarted it
+    truncates what it must, catches up and rejoins the ISR; nothing acknowledged is lost."""
+    cluster, w = loaded_cluster(clusters, topic)
+    for _ in range(2 * rounds):
+        time.sleep(rng.uniform(0.2, 1.5))
+        victim = rng.choice(nodes_except(cluster, leaders(cluster.bootstrap, topic)[0]))
+        cluster.kill9(victim)
+        wait_for(f"node {victim} to leave the ISR of partition 0",
+                 lambda: victim not in isrs(cluster.bootstrap, topic)[0])
+        w.wait_acks(300, 90, "with a follower down")
+        cluster.restart(victim)
+        wait_back_in_every_isr(cluster, topic, victim)
+        w.wait_acks(300, 90, "after the follower came back")
+    stats = finish(cluster, w, topic)
+    assert stats["acked"] >= 900
+
+
+def test_leader_sigstop_zombie_rf3(clusters, topic, rng, rounds):
+    """The leader of partition 0 freezes (SIGSTOP) past the broker session timeout: it is
+    fenced and a new leader is elected from the ISR while the zombie still believes it leads.
+    Resumed, it must not have acknowledged anything the new leader lacks (its acks=all waits
+    cannot complete without its followers), it truncates its divergent tail by the epoch
+    lineage, and rejoins the ISR; nothing acknowledged is lost."""
+    cluster, w = loaded_cluster(clusters, topic)
+    for _ in range(rounds):
+        time.sleep(rng.uniform(0.2, 1.5))
+        victim = leaders(cluster.bootstrap, topic)[0]
+        cluster.pause(victim)
+        t_stop = time.monotonic()
+        new = wait_new_leader(cluster, topic, victim)
+        w.wait_acks(300, 90, "while the old leader is frozen")
+        print(f"partition 0: leader {victim} frozen, node {new} leads after {time.monotonic() - t_stop:.1f}s")
+        time.sleep(rng.uniform(0.0, 2.0))
+        cluster.resume(victim)
+        wait_back_in_every_isr(cluster, topic, victim)
+        w.wait_acks(300, 90, "after the zombie came back")
+    stats = finish(cluster, w, topic)
+    assert stats["acked"] >= 600
+
+
+def kill_all_at_once(cluster) -> None:
+    """SIGKILL to every node before waiting for any: no node gets to do anything after another
+    died (what acks=all acknowledged must already be on disk everywhere it counts)."""
+    cluster.log("kill -9 every node at once")
+    for n in cluster.nodes:
+        if n.proc is not None:
+            if n.paused:
+                n.resume()
+            n.proc.kill()
+    for n in cluster.nodes:
+        n.kill9()
+
+
+def start_nodes(cluster, ids: list[int]) -> None:
+    """Starts `ids` together (quorum voters wait for each other before serving)."""
+    cluster.log(f"start nodes {ids}")
+    for i in ids:
+        cluster.node(i).spawn()
+    for i in ids:
+        cluster.node(i).wait_started()
+
+
+def test_all_replicas_kill9_at_once(clusters, topic, rng, rounds):
+    """Every node (so every replica of every partition) is killed with SIGKILL at the same
+    moment under acks=all load, then all restart: since acks=all is answered only once every
+    ISR member has the batch on disk, nothing acknowledged may be missing afterwards."""
+    cluster, w = loaded_cluster(clusters, topic)
+    for _ in range(rounds):
+        time.sleep(rng.uniform(0.2, 1.5))
+        kill_all_at_once(cluster)
+        acked_before = w.acked_count()
+        start_nodes(cluster, [n.id for n in cluster.nodes])
+        wait_for("every partition to have a leader again",
+                 lambda: all(l >= 0 for l in leaders(cluster.bootstrap, topic).values()), timeout=90)
+        w.wait_acks(300, 120, "after every node was killed")
+        cluster.log(f"{acked_before} acknowledged before the crash; producing again")
+    stats = finish(cluster, w, topic)
+    assert stats["acked"] >= 600
+
+
+def checkpointed_hw(node, topic: str, partition: int) -> int | None:
+    """The node's entry for the partition in its replication-offset-checkpoint (Kafka's format:
+    version, count, then `topic partition offset` lines), None when absent."""
+    path = node.data_dir / "replication-offset-checkpoint"
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in lines[2:]:
+        t, p, offset = line.rsplit(" ", 2)
+        if t == topic and int(p) == partition:
+            return int(offset)
+    return None
+
+
+def test_hw_checkpoint_survives_a_crash(clusters, topic):
+    """Every replica writes its high watermark to replication-offset-checkpoint (here every
+    100 ms): after records are acknowledged and every node is killed with SIGKILL, each node's
+    checkpoint covers every acknowledged record (the leader's own HW, the followers' HW learned
+    from its fetch answers), which is where a restarted replica's HW starts (clamped to its
+    log) instead of its log start. Then all restart and the checker reads everything back."""
+    settings = {**CLUSTER_SETTINGS, "replica.high.watermark.checkpoint.interval.ms": 100}
+    cluster = clusters(3, **settings)
+    create_topic(cluster.bootstrap, topic, 1, 3)
+    wait_for("partition 0 to have a full ISR", lambda: len(isrs(cluster.bootstrap, topic)[0]) == 3)
+    w = Workload(cluster.bootstrap, topic, 1, writers=2).start()
+    w.wait_acks(400, 90, "with every replica up")
+    w.stop()
+    acked_end = max(a.offset for a in w.history.acked.values() if a.offset is not None) + 1
+    wait_for("every node to checkpoint an HW covering every acknowledged record",
+             lambda: all((checkpointed_hw(n, topic, 0) or 0) >= acked_end for n in cluster.nodes))
+    kill_all_at_once(cluster)
+    after = {n.id: checkpointed_hw(n, topic, 0) for n in cluster.nodes}
+    cluster.log(f"checkpointed HWs after the crash: {after}; acknowledged up to {acked_end}")
+    assert all(hw is not None and hw >= acked_end for hw in after.values()), after
+    start_nodes(cluster, [n.id for n in cluster.nodes])
+    wait_for("partition 0 to have a leader again", lambda: leaders(cluster.bootstrap, topic)[0] >= 0, timeout=90)
+    logs, starts = read_back(cluster.bootstrap, topic, 1)
+    stats = check(w.history, logs, starts)
+    print(f"checker: {stats}")
+
+
+def test_min_insync_replicas_with_real_clients(clusters, topic):
+    """min.insync.replicas=3 on a three-replica topic, with confluent-kafka (librdkafka) and
+    kafka-python producers (no retries, so Kafka's error reaches the application):
+    - all replicas in sync: acks=all succeeds;
+    - a follower freezes (SIGSTOP) while acks=all batches wait for it: once the ISR shrinks
+      (AlterPartition), those batches fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+    - with the ISR below the minimum: acks=all is refused with NOT_ENOUGH_REPLICAS, acks=1 is
+      accepted;
+    - the follower resumes and rejoins the ISR: acks=all succeeds again."""
+    from confluent_kafka import KafkaError, Producer
+    from kafka import KafkaProducer
+    from kafka.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
+
+    cluster = clusters(3, **CLUSTER_SETTINGS)
+    create_topic(cluster.bootstrap, topic, 1, 3, config={"min.insync.replicas": "3"})
+    wait_for("partition 0 to have a full ISR", lambda: len(isrs(cluster.bootstrap, topic)[0]) == 3)
+    leader = leaders(cluster.bootstrap, topic)[0]
+    # Clients bootstrap from the leader only: the frozen node must not be their way in.
+    at_leader = cluster.node(leader).address
+
+    def confluent(acks: str):
+        return Producer({"bootstrap.servers": at_leader, "acks": acks, "enable.idempotence": False,
+                         "retries": 0, "request.timeout.ms": 60000, "message.timeout.ms": 90000,
+                         "linger.ms": 0})
+
+    def kpython(acks):
+        return KafkaProducer(bootstrap_servers=at_leader, acks=acks, retries=0,
+                             request_timeout_ms=60000, linger_ms=0)
+
+    def send_confluent(p, value: bytes, wait: bool = True):
+        out = []
+        p.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: out.append(err))
+        if wait:
+            p.flush(90)
+            assert out, "no delivery report"
+            return out[0]
+        return out
+
+    def send_kpython(p, value: bytes):
+        try:
+            p.send(topic, value=value, partition=0).get(timeout=90)
+            return None
+        except Exception as e:  # noqa: BLE001 - the error class is the result
+            return e
+
+    c_all, c_one, k_all, k_one = confluent("all"), confluent("1"), kpython("all"), kpython(1)
+    assert send_confluent(c_all, b"all-in-sync-c") is None
+    assert send_kpython(k_all, b"all-in-sync-k") is None
+
+    follower = nodes_except(cluster, leader)[0]
+    cluster.pause(follower)
+    # Both clients' acks=all batches are appended on the leader and wait for the frozen member.
+    pending_c = send_confluent(c_all, b"after-append-c", wait=False)
+    k_future = k_all.send(topic, value=b"after-append-k", partition=0)
+    c_all.flush(90)
+    assert pending_c and pending_c[0] is not None and pending_c[0].code() == KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, pending_c
+    try:
+        k_future.get(timeout=90)
+        raise AssertionError("kafka-python: acks=all succeeded after the ISR shrank")
+    except NotEnoughReplicasAfterAppendError:
+        pass
+    up = ",".join(cluster.node(i).address for i in nodes_except(cluster, follower))
+    wait_for(f"node {follower} out of the ISR", lambda: follower not in metadata(up, topic)[0].isrs)
+    cluster.log("ISR below min.insync.replicas")
+
+    err = send_confluent(c_all, b"refused-c")
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
+    assert isinstance(send_kpython(k_all, b"refused-k"), NotEnoughReplicasError)
+    assert send_confluent(c_one, b"acks1-c") is None
+    assert send_kpython(k_one, b"acks1-k") is None
+
+    cluster.resume(follower)
+    wait_for(f"node {follower} back in the ISR", lambda: len(isrs(cluster.bootstrap, topic)[0]) == 3, timeout=90)
+    assert send_confluent(c_all, b"all-again-c") is None
+    assert send_kpython(k_all, b"all-again-k") is None
+    for p in (k_all, k_one):
+        p.close(timeout=10)
+
+    logs, _ = read_back(cluster.bootstrap, topic, 1)
+    values = [v for _, v in logs[0]]
+    for v in [b"all-in-sync-c", b"all-in-sync-k", b"acks1-c", b"acks1-k", b"all-again-c", b"all-again-k"]:
+        assert values.count(v) == 1, (v, values)
+    assert b"refused-c" not in values and b"refused-k" not in values

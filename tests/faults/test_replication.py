@@ -7,6 +7,7 @@ confluent-kafka and kafka-python (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER
 still accepted). New leaders come only from the ISR, and nothing acknowledged may be lost (the
 checker reads every partition back at the end).
 """
+
 from __future__ import annotations
 
 import time

@@ -36,12 +36,21 @@ class HarnessError(AssertionError):
     """The cluster did not do what the harness needs (start, stop, serve) in time."""
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port free right now (the kernel's choice for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free right now (the kernel's choice for port 0), never one this process
+    handed out before: the kernel may offer a port again once its probe socket is closed, and a
+    node given the same port for two listeners cannot start."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def api_versions_ok(port: int, timeout: float = 2.0) -> bool:

@@ -213,6 +213,23 @@ impl Partition {
         }
     }
 
+    /// A changed topic config (AlterConfigs, dynamic broker defaults): the log's settings and
+    /// the replica's `min.insync.replicas`, at once.
+    pub fn update_config(self: &Arc<Self>, config: TopicConfig) {
+        let min_isr = self.ctx.replica_config(&config).min_insync_replicas;
+        self.log.update_config(config);
+        self.drive(
+            |r, log, now| {
+                if r.set_min_insync_replicas(min_isr) {
+                    ((), r.on_log_changed(now, log))
+                } else {
+                    ((), Vec::new())
+                }
+            },
+            None,
+        );
+    }
+
     /// Applies the partition's committed state from the metadata image.
     pub fn apply_metadata(self: &Arc<Self>, state: replication::PartitionState) {
         self.drive(|r, log, now| ((), r.apply_metadata(now, state, log)), None);
@@ -435,7 +452,7 @@ impl ReplicaManager {
 
     pub fn update_config(&self, tp: &TopicPartition, config: TopicConfig) {
         if let Some(p) = self.get(&tp.topic, tp.partition) {
-            p.log.update_config(config);
+            p.update_config(config);
         }
     }
 }

@@ -310,7 +310,7 @@ impl BrokerState {
     fn reconfigure_partitions(&self, image: &MetadataImage) {
         for p in self.replicas.all() {
             if let Some(topic) = image.topic_by_id(p.topic_id) {
-                p.log.update_config(self.topic_config(topic));
+                p.update_config(self.topic_config(topic));
             }
         }
         tracing::info!("dynamic broker configs applied to the hosted partitions");
@@ -380,7 +380,7 @@ impl BrokerState {
                         self.drop_partition(existing, true);
                         continue;
                     } else {
-                        existing.log.update_config(config.clone());
+                        existing.update_config(config.clone());
                         let (lead, epoch) = (existing.is_leader(), existing.leader_epoch());
                         existing.apply_metadata(partition_state(reg));
                         if existing.is_leader() != lead || existing.leader_epoch() != epoch {

@@ -109,6 +109,14 @@ impl Replica {
         self.hw
     }
 
+    /// A changed `min.insync.replicas` (topic or broker default, applied without a restart):
+    /// whether it changed (then the caller lets the replica act on it: `on_log_changed`).
+    pub fn set_min_insync_replicas(&mut self, min_insync_replicas: usize) -> bool {
+        let changed = self.config.min_insync_replicas != min_insync_replicas;
+        self.config.min_insync_replicas = min_insync_replicas;
+        changed
+    }
+
     pub fn leader_epoch(&self) -> Option<LeaderEpoch> {
         self.state.as_ref().map(|s| s.leader_epoch)
     }

@@ -589,3 +589,27 @@ fn a_single_replica_moves_its_hw_with_appends_and_acks_after_the_fsync() {
     );
     assert_eq!(strict.check_produce(true), Ok(1));
 }
+
+/// `min.insync.replicas` changed without a restart: acks=all is refused once the ISR is below
+/// the new minimum, and the HW stops moving (KIP-966); lowering it again lets both proceed.
+#[test]
+fn min_insync_replicas_changes_apply_at_once() {
+    let (mut r, mut log) = leader(2);
+    r.apply_metadata(10, state(1, 5, 2, &[1, 2]), &log);
+    assert_eq!(r.check_produce(true), Ok(5));
+    assert!(r.set_min_insync_replicas(3));
+    assert!(!r.set_min_insync_replicas(3), "unchanged");
+    assert_eq!(r.check_produce(true), Err(ErrorCode::NotEnoughReplicas));
+    log.append(5, 2);
+    log.sync();
+    r.on_log_changed(20, &log);
+    let (_, acts) = r.fetch(30, follower_fetch(2, 12, 5), &log);
+    assert!(
+        hw_moves(&acts).is_empty(),
+        "no HW move on an ISR below the minimum"
+    );
+    assert!(r.set_min_insync_replicas(2));
+    let acts = r.on_log_changed(40, &log);
+    assert_eq!(hw_moves(&acts), vec![12]);
+    assert_eq!(r.check_produce(true), Ok(5));
+}

@@ -230,14 +230,15 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             let checked = partition.as_ref().ok().and_then(|p| {
                 let not_a_replica = plan.replica_id.is_some_and(|id| {
                     id == state.node_id
-                        || !p.partition_state().is_some_and(|s| s.replicas.contains(&id))
+                        || !p
+                            .partition_state()
+                            .is_some_and(|s| s.replicas.contains(&id))
                 });
-                let from_replica = not_a_replica
-                    .then_some(if pp.current_leader_epoch >= 0 {
-                        ErrorCode::UnknownLeaderEpoch
-                    } else {
-                        ErrorCode::NotLeaderOrFollower
-                    });
+                let from_replica = not_a_replica.then_some(if pp.current_leader_epoch >= 0 {
+                    ErrorCode::UnknownLeaderEpoch
+                } else {
+                    ErrorCode::NotLeaderOrFollower
+                });
                 super::offsets::check_leader_epoch(pp.current_leader_epoch, p.leader_epoch())
                     .filter(|_| plan.version >= 9)
                     .or(from_replica)

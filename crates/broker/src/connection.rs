@@ -13,12 +13,15 @@
 //! client that pipelines requests without reading responses stops being served. And the
 //! queue of replies is bounded by `queued.max.requests`.
 
+use crate::authz::Access;
 use crate::handlers::{self, Reply};
 use crate::memory::ResponseBytes;
 use crate::metrics::{RequestTimer, METRICS};
 use crate::sasl::{SaslGate, Step};
 use crate::state::BrokerState;
 use crate::tls::{ListenerTls, TLS_HANDSHAKE_TIMEOUT_MS};
+use auth::acl::RequestContext;
+use auth::principal::KafkaPrincipal;
 use bytes::Bytes;
 use protocol::frame::{FrameError, FrameReader};
 use protocol::{ApiKey, RequestError};
@@ -108,7 +111,7 @@ async fn serve(
     let Some(tls) = tls else {
         let (read_half, write_half) = stream.into_split();
         let conn = (peer, listener_name, kind, state, cancel, tasks);
-        return serve_halves(read_half, write_half, conn).await;
+        return serve_halves(read_half, write_half, conn, KafkaPrincipal::anonymous()).await;
     };
     let handshake = tokio::time::timeout(
         std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
@@ -132,7 +135,7 @@ async fn serve(
     tracing::debug!(%peer, %principal, "TLS connection established");
     let (read_half, write_half) = tokio::io::split(stream);
     let conn = (peer, listener_name, kind, state, cancel, tasks);
-    serve_halves(read_half, write_half, conn).await
+    serve_halves(read_half, write_half, conn, KafkaPrincipal::user(principal)).await
 }
 
 /// One connection's peer, listener and owners.
@@ -145,12 +148,20 @@ type ConnParts = (
     TaskTracker,
 );
 
-async fn serve_halves<R, W>(mut read_half: R, write_half: W, conn: ConnParts)
-where
+/// Serves a connection's requests; `principal` is who the transport authenticated (the client
+/// certificate's mapped subject, or ANONYMOUS). On a SASL listener the SASL user replaces it
+/// once authenticated, as Kafka's `DefaultKafkaPrincipalBuilder` does.
+async fn serve_halves<R, W>(
+    mut read_half: R,
+    write_half: W,
+    conn: ConnParts,
+    principal: KafkaPrincipal,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (peer, listener_name, kind, state, cancel, tasks) = conn;
+    let mut who = Arc::new(RequestContext::new(principal, peer.ip()));
     // Kafka shows a client's host as "/<ip>" in group descriptions.
     let client_host = format!("/{}", peer.ip());
     let (tx, rx) = mpsc::channel::<(Reply, Option<RequestTimer>)>(
@@ -296,11 +307,20 @@ where
             }
             Step::Close => break,
         };
+        if let Some(user) = sasl.as_ref().and_then(SaslGate::authorization_id) {
+            if who.principal.name != user {
+                who = Arc::new(RequestContext {
+                    principal: KafkaPrincipal::user(user),
+                    host: who.host.clone(),
+                });
+            }
+        }
         let (reply, mut timer) = match protocol::decode_request(frame) {
             Ok(req) => {
                 let timer = RequestTimer::start(req.api_key, req.version(), received);
+                let access = Access::new(state.authorizer(), who.clone());
                 (
-                    handlers::dispatch(&state, req, &client_host, &listener_name),
+                    handlers::dispatch(&state, req, &client_host, &listener_name, access),
                     timer,
                 )
             }

@@ -390,6 +390,12 @@ async fn admin(
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(handlers::alter_scram(state, r).await.0)
         }
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(handlers::acls::create(state, r).await.0)
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(handlers::acls::delete(state, r).await.0)
+        }
         _ => return None,
     })
 }
@@ -429,6 +435,9 @@ pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc
         version: req.version(),
         correlation_id: req.correlation_id(),
         listener: listener.clone(),
+        // The controller listener serves the cluster's own nodes (and forwarded requests the
+        // receiving broker authorized): it is not authorized again.
+        access: crate::authz::Access::unrestricted(),
     };
     let v = ctx.version;
     let state = state.clone();
@@ -447,7 +456,9 @@ pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc
         | RequestKind::CreatePartitions(_)
         | RequestKind::AlterConfigs(_)
         | RequestKind::IncrementalAlterConfigs(_)
-        | RequestKind::AlterUserScramCredentials(_)) => Reply::Later(Box::pin(async move {
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::CreateAcls(_)
+        | RequestKind::DeleteAcls(_)) => Reply::Later(Box::pin(async move {
             // Sent here directly: a broker on its own behalf (internal topics, auto-creation).
             let resp = admin(state, body, v, Origin::Broker).await?;
             ctx.encode(resp)

@@ -789,7 +789,10 @@ fn merge_offset_delete(
 }
 
 /// A TxnOffsetCommit response with `e` on every partition.
-fn txn_offset_commit_error(r: &TxnOffsetCommitRequest, e: ErrorCode) -> TxnOffsetCommitResponse {
+pub(crate) fn txn_offset_commit_error(
+    r: &TxnOffsetCommitRequest,
+    e: ErrorCode,
+) -> TxnOffsetCommitResponse {
     let topics = r
         .topics
         .iter()

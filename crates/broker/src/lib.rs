@@ -8,6 +8,7 @@
 //! [`BrokerHandle::shutdown`] (or drop) stops it: controlled shutdown (leadership moves away),
 //! stop accepting, finish in-flight requests, flush, write clean-shutdown markers.
 
+mod authz;
 mod bootstrap;
 mod connection;
 mod controller_api;

@@ -77,6 +77,11 @@ impl SaslGate {
         i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 
+    /// The authenticated user, once the client authenticated.
+    pub fn authorization_id(&self) -> Option<&str> {
+        self.session.authorization_id()
+    }
+
     /// The largest frame accepted now: `sasl.server.max.receive.size` until authenticated.
     pub fn frame_limit(&self) -> Option<usize> {
         (!self.session.is_authenticated()).then_some(self.max_receive_bytes)

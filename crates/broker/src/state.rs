@@ -102,6 +102,9 @@ pub struct BrokerState {
     pub request_budget_bytes: usize,
     /// The pool that runs every log's group-commit fsyncs (`log.io.threads` threads).
     pub flusher: Arc<storage::Flusher>,
+    /// The ACL authorizer over the applied image's ACLs; `None` without
+    /// `authorizer.class.name`. Rebuilt (never mutated) when a publication changes ACLs.
+    authorizer: RwLock<Option<Arc<auth::acl::Authorizer>>>,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -182,8 +185,17 @@ impl BrokerState {
             producer_ids_ready: Arc::new(tokio::sync::Notify::new()),
             strays_checked: AtomicBool::new(false),
             publish_lock: Mutex::new(()),
+            authorizer: RwLock::new(authorizer_for(&config, &MetadataImage::empty())),
             config,
         }))
+    }
+
+    /// The authorizer of the applied image, when ACLs are enforced.
+    pub fn authorizer(&self) -> Option<Arc<auth::acl::Authorizer>> {
+        self.authorizer
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The committed metadata image this node has applied.
@@ -296,6 +308,10 @@ impl BrokerState {
             if broker_configs_changed && !delta.full {
                 self.reconfigure_partitions(&image);
             }
+        }
+        if delta.acls_changed || delta.full {
+            let authorizer = authorizer_for(&self.config, &image);
+            *self.authorizer.write().unwrap_or_else(|e| e.into_inner()) = authorizer;
         }
         *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
         if self.config.roles.broker {
@@ -779,4 +795,22 @@ pub fn partition_state(reg: &PartitionRegistration) -> replication::PartitionSta
         replicas: reg.replicas.clone(),
         isr: reg.isr.clone(),
     }
+}
+
+/// The authorizer for `image`'s ACLs, when `authorizer.class.name` switches ACLs on.
+fn authorizer_for(
+    config: &BrokerConfig,
+    image: &MetadataImage,
+) -> Option<Arc<auth::acl::Authorizer>> {
+    let a = config.security.authorizer.as_ref()?;
+    let acls: Vec<auth::acl::AclBinding> = image
+        .acls
+        .values()
+        .filter_map(controller::acl_binding)
+        .collect();
+    Some(Arc::new(auth::acl::Authorizer::new(
+        &a.super_users,
+        a.allow_everyone_if_no_acl_found,
+        &acls,
+    )))
 }

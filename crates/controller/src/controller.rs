@@ -3,11 +3,13 @@
 use crate::placement::{self, Candidate, Load};
 use crate::policy;
 use crate::ControllerError;
+use auth::acl::{AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern};
 use metadata::image::format_id;
 use metadata::{
-    BrokerRegistration, Endpoint, MetadataDelta, MetadataImage, MetadataRecord,
+    AclEntry, BrokerRegistration, Endpoint, MetadataDelta, MetadataImage, MetadataRecord,
     PartitionRegistration, TopicImage,
 };
+use model::acl::{AclOperation, PatternType, PermissionType, ResourceType};
 use model::{ErrorCode, NodeId, TopicConfig, TopicId};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -189,6 +191,10 @@ pub enum Request {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<ScramUpsertion>,
     },
+    /// CreateAcls: bindings the broker already validated (`auth::acl::validate_new_acl`).
+    CreateAcls(Vec<AclBinding>),
+    /// DeleteAcls: every ACL matching any of the filters goes.
+    DeleteAcls(Vec<AclBindingFilter>),
 }
 
 /// A SCRAM credential to set: the broker derived the keys from the client's salted password
@@ -238,6 +244,11 @@ pub enum Reply {
     ),
     /// One result per user named in the request, in first-seen order.
     AlterUserScramCredentials(Vec<(String, Result<(), ControllerError>)>),
+    /// One result per binding (creating an ACL that exists succeeds and writes nothing).
+    CreateAcls(Vec<Result<(), ControllerError>>),
+    /// Per filter, the ACLs it deleted (an ACL matched by an earlier filter of the request is
+    /// reported by that one only).
+    DeleteAcls(Vec<Vec<AclBinding>>),
 }
 
 /// Records to propose (already applied to the speculative image) and what to answer once they
@@ -247,6 +258,36 @@ pub enum Reply {
 pub struct Decision<T> {
     pub records: Vec<MetadataRecord>,
     pub reply: T,
+}
+
+/// The stored form of an ACL.
+pub fn acl_entry(b: &AclBinding) -> AclEntry {
+    AclEntry {
+        resource_type: b.pattern.resource_type.code(),
+        resource_name: b.pattern.name.clone(),
+        pattern_type: b.pattern.pattern_type.code(),
+        principal: b.entry.principal.clone(),
+        host: b.entry.host.clone(),
+        operation: b.entry.operation.code(),
+        permission_type: b.entry.permission.code(),
+    }
+}
+
+/// An ACL as stored, read back; `None` for codes this build does not know.
+pub fn acl_binding(a: &AclEntry) -> Option<AclBinding> {
+    Some(AclBinding {
+        pattern: ResourcePattern {
+            resource_type: ResourceType::from_code(a.resource_type)?,
+            name: a.resource_name.clone(),
+            pattern_type: PatternType::from_code(a.pattern_type)?,
+        },
+        entry: AccessControlEntry {
+            principal: a.principal.clone(),
+            host: a.host.clone(),
+            operation: AclOperation::from_code(a.operation)?,
+            permission: PermissionType::from_code(a.permission_type)?,
+        },
+    })
 }
 
 /// A tiny deterministic generator (splitmix64) for topic and cluster ids: the runtime seeds it
@@ -509,6 +550,12 @@ impl Controller {
                 deletions,
                 upsertions,
             )),
+            Request::CreateAcls(bindings) => {
+                Reply::CreateAcls(self.create_acls(&mut records, bindings))
+            }
+            Request::DeleteAcls(filters) => {
+                Reply::DeleteAcls(self.delete_acls(&mut records, filters))
+            }
             Request::BrokerHeartbeat {
                 node_id,
                 broker_epoch,
@@ -1001,6 +1048,59 @@ impl Controller {
     /// Kafka's `ScramControlManager.alterCredentials`: a user named twice for the same
     /// mechanism fails as a whole (DUPLICATE_RESOURCE), as does a user with any bad item;
     /// other users' changes apply.
+    /// CreateAcls as Kafka's `AclControlManager` decides it: an ACL that exists already (or
+    /// earlier in the request) succeeds without a record; a new one gets a fresh id.
+    fn create_acls(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        bindings: Vec<AclBinding>,
+    ) -> Vec<Result<(), ControllerError>> {
+        bindings
+            .into_iter()
+            .map(|b| {
+                let entry = acl_entry(&b);
+                if self.speculative.acls.values().any(|a| *a == entry) {
+                    return Ok(());
+                }
+                let id = format_id(self.ids.topic_id());
+                self.emit(
+                    records,
+                    MetadataRecord::AccessControlEntry { id, acl: entry },
+                );
+                Ok(())
+            })
+            .collect()
+    }
+
+    /// DeleteAcls: removes every ACL that matches a filter (Kafka's
+    /// `AclBindingFilter.matches`); ACLs stored with codes this build cannot read are never
+    /// matched (nothing writes them).
+    fn delete_acls(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        filters: Vec<AclBindingFilter>,
+    ) -> Vec<Vec<AclBinding>> {
+        filters
+            .into_iter()
+            .map(|filter| {
+                let doomed: Vec<(String, AclBinding)> = self
+                    .speculative
+                    .acls
+                    .iter()
+                    .filter_map(|(id, a)| Some((id.clone(), acl_binding(a)?)))
+                    .filter(|(_, b)| filter.matches(b))
+                    .collect();
+                doomed
+                    .into_iter()
+                    .map(|(id, b)| {
+                        self.emit(records, MetadataRecord::RemoveAccessControlEntry { id });
+                        b
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     fn alter_scram(
         &mut self,
         records: &mut Vec<MetadataRecord>,

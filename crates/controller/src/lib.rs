@@ -28,9 +28,9 @@ pub mod placement;
 pub mod policy;
 
 pub use controller::{
-    ConfigChange, ConfigResource, Controller, ControllerConfig, CreatedTopic, Decision,
-    HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request, ScramUpsertion, TopicRef,
-    TopicSpec,
+    acl_binding, acl_entry, ConfigChange, ConfigResource, Controller, ControllerConfig,
+    CreatedTopic, Decision, HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request,
+    ScramUpsertion, TopicRef, TopicSpec,
 };
 
 use model::ErrorCode;

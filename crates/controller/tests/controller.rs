@@ -3,11 +3,13 @@
 //! (AlterPartition).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use auth::acl::{AccessControlEntry, AclBinding, AclBindingFilter, PatternFilter, ResourcePattern};
 use controller::{
     ConfigChange, ConfigResource, Controller, ControllerConfig, IsrChange, Origin, RegisterBroker,
     Reply, Request, TopicSpec,
 };
 use metadata::{Endpoint, MetadataDelta, MetadataImage, MetadataRecord, PartitionRegistration};
+use model::acl::{AclOperation, PatternType, PermissionType, ResourceType};
 use model::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -826,4 +828,68 @@ fn scram_credentials_are_validated_per_user_and_land_in_the_image() {
     );
     h.commit_all();
     assert_eq!(h.image.scram_credentials.len(), 1);
+}
+
+fn binding(principal: &str, name: &str, prefixed: bool, op: AclOperation) -> AclBinding {
+    AclBinding {
+        pattern: ResourcePattern {
+            resource_type: ResourceType::Topic,
+            name: name.into(),
+            pattern_type: if prefixed {
+                PatternType::Prefixed
+            } else {
+                PatternType::Literal
+            },
+        },
+        entry: AccessControlEntry {
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: PermissionType::Allow,
+        },
+    }
+}
+
+/// CreateAcls and DeleteAcls as Kafka's `AclControlManager` decides them: an ACL that exists
+/// (or is created twice in one request) is one record; DeleteAcls removes what each filter
+/// matches, an ACL once; ACLs survive a snapshot.
+#[test]
+fn acls_are_created_once_deleted_by_filter_and_kept_in_snapshots() {
+    let mut h = Harness::new(ControllerConfig::default());
+    let a = binding("User:alice", "orders-", true, AclOperation::Write);
+    let b = binding("User:bob", "orders-eu", false, AclOperation::Read);
+    let reply = h.call(Request::CreateAcls(vec![a.clone(), b.clone(), a.clone()]));
+    assert!(
+        matches!(&reply, Reply::CreateAcls(r) if r.len() == 3 && r.iter().all(Result::is_ok)),
+        "{reply:?}"
+    );
+    h.commit_all();
+    assert_eq!(h.image.acls.len(), 2);
+    let again = h.call(Request::CreateAcls(vec![b.clone()]));
+    assert!(matches!(&again, Reply::CreateAcls(r) if r[0].is_ok()));
+    assert!(h.queue.is_empty(), "an existing ACL writes nothing");
+    let snapshot = MetadataImage::from_snapshot(h.image.offset, &h.image.to_records());
+    assert_eq!(snapshot.acls, h.image.acls);
+    let stored: Vec<AclBinding> = h
+        .image
+        .acls
+        .values()
+        .filter_map(controller::acl_binding)
+        .collect();
+    assert!(stored.contains(&a) && stored.contains(&b), "{stored:?}");
+    // MATCH on the topic orders-eu matches both; a second filter finds nothing left.
+    let matching = AclBindingFilter {
+        resource_type: Some(ResourceType::Topic),
+        name: Some("orders-eu".into()),
+        pattern: PatternFilter::Match,
+        ..AclBindingFilter::any()
+    };
+    let reply = h.call(Request::DeleteAcls(vec![matching, AclBindingFilter::any()]));
+    let Reply::DeleteAcls(deleted) = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(deleted[0].len(), 2, "{deleted:?}");
+    assert!(deleted[1].is_empty(), "{deleted:?}");
+    h.commit_all();
+    assert!(h.image.acls.is_empty());
 }

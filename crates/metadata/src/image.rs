@@ -6,7 +6,7 @@
 //! A snapshot of the image is itself a list of records ([`MetadataImage::to_records`]), so
 //! loading a snapshot and replaying the log run the same code.
 
-use crate::record::{Endpoint, MetadataRecord, PartitionRegistration};
+use crate::record::{AclEntry, Endpoint, MetadataRecord, PartitionRegistration};
 use model::{NodeId, TopicId};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -93,6 +93,7 @@ pub struct MetadataDelta {
     pub producer_ids_changed: bool,
     pub group_configs_changed: bool,
     pub broker_configs_changed: bool,
+    pub acls_changed: bool,
 }
 
 impl MetadataDelta {
@@ -107,6 +108,7 @@ impl MetadataDelta {
         self.producer_ids_changed |= later.producer_ids_changed;
         self.group_configs_changed |= later.group_configs_changed;
         self.broker_configs_changed |= later.broker_configs_changed;
+        self.acls_changed |= later.acls_changed;
         for (id, t) in later.deleted_topics {
             self.forget_topic(id, t);
         }
@@ -145,6 +147,8 @@ pub struct MetadataImage {
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// SCRAM credentials by (user, mechanism code).
     pub scram_credentials: BTreeMap<(String, i8), ScramCredentialImage>,
+    /// ACLs by the id the controller gave them.
+    pub acls: BTreeMap<String, AclEntry>,
 }
 
 /// A user's SCRAM credential for one mechanism, as SCRAM verifies it.
@@ -403,6 +407,15 @@ impl MetadataImage {
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 self.scram_credentials.remove(&(name.clone(), *mechanism));
             }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                self.acls.insert(id.clone(), acl.clone());
+                delta.acls_changed = true;
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                if self.acls.remove(id).is_some() {
+                    delta.acls_changed = true;
+                }
+            }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..
             } => {
@@ -483,6 +496,12 @@ impl MetadataImage {
                 stored_key: c.stored_key.clone(),
                 server_key: c.server_key.clone(),
                 iterations: c.iterations,
+            });
+        }
+        for (id, acl) in &self.acls {
+            out.push(MetadataRecord::AccessControlEntry {
+                id: id.clone(),
+                acl: acl.clone(),
             });
         }
         if self.next_producer_id > 0 {

@@ -14,7 +14,9 @@ pub use image::{
     is_internal_topic, BrokerRegistration, MetadataDelta, MetadataImage, TopicImage, OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
 };
-pub use record::{decode_batch, encode_batch, Endpoint, MetadataRecord, PartitionRegistration};
+pub use record::{
+    decode_batch, encode_batch, AclEntry, Endpoint, MetadataRecord, PartitionRegistration,
+};
 
 /// Errors of the metadata log itself (I/O and corruption).
 #[derive(Debug, thiserror::Error)]

@@ -81,6 +81,21 @@ impl PartitionRegistration {
     }
 }
 
+/// One ACL as stored, in Kafka's wire codes (resource type, pattern type, operation and
+/// permission type): the `auth` crate gives them meaning, this crate only keeps them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AclEntry {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    /// `Type:name`, e.g. `User:alice`.
+    pub principal: String,
+    /// `*` or an address.
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
 /// One change to cluster metadata. Records are applied in log order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -157,6 +172,14 @@ pub enum MetadataRecord {
     },
     /// A user's SCRAM credential for one mechanism was deleted.
     RemoveUserScramCredential { name: String, mechanism: i8 },
+    /// An ACL (Kafka's `AccessControlEntryRecord`), under an id the controller picked.
+    AccessControlEntry {
+        id: String,
+        #[serde(flatten)]
+        acl: AclEntry,
+    },
+    /// An ACL was deleted (Kafka's `RemoveAccessControlEntryRecord`).
+    RemoveAccessControlEntry { id: String },
     /// A block of producer ids was handed to a broker; ids below `next_producer_id` are used.
     ProducerIds {
         broker_id: i32,

@@ -532,6 +532,24 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "largest frame accepted from a client that has not authenticated",
     ),
     broker(
+        "authorizer.class.name",
+        "",
+        ConfigType::String,
+        "ACL enforcement: org.apache.kafka.metadata.authorizer.StandardAuthorizer switches it on (empty: every request is allowed)",
+    ),
+    broker(
+        "super.users",
+        "",
+        ConfigType::String,
+        "principals allowed everything by the authorizer, separated by ';' (User:admin;User:CN=broker)",
+    ),
+    broker(
+        "allow.everyone.if.no.acl.found",
+        "false",
+        ConfigType::Boolean,
+        "with the authorizer on, allow access to resources no ACL pattern matches",
+    ),
+    broker(
         "connections.max.idle.ms",
         "600000",
         ConfigType::Long,

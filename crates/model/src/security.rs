@@ -88,6 +88,20 @@ impl fmt::Debug for SaslListenerConfig {
 pub struct SecurityConfig {
     pub sasl: BTreeMap<String, SaslListenerConfig>,
     pub tls: BTreeMap<String, TlsListenerConfig>,
+    /// ACL enforcement, when `authorizer.class.name` names Kafka's StandardAuthorizer.
+    pub authorizer: Option<AuthorizerConfig>,
+}
+
+/// Kafka's class name of the authorizer Moldau implements (ACLs in the cluster metadata).
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// The authorizer's static settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthorizerConfig {
+    /// `super.users` as set (`User:a;User:b`).
+    pub super_users: String,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl_found: bool,
 }
 
 impl SecurityConfig {
@@ -168,7 +182,10 @@ pub fn parse(
             }
         }
     }
-    let mut config = SecurityConfig::default();
+    let mut config = SecurityConfig {
+        authorizer: parse_authorizer(props)?,
+        ..SecurityConfig::default()
+    };
     for l in listeners {
         if matches!(
             l.security_protocol,
@@ -273,6 +290,41 @@ pub fn parse(
         );
     }
     Ok(config)
+}
+
+/// `authorizer.class.name` and the keys that only mean something with it. An authorizer
+/// Moldau does not implement stops the start: serving without the ACLs the operator expects
+/// would be a silent downgrade.
+fn parse_authorizer(
+    props: &BTreeMap<String, String>,
+) -> Result<Option<AuthorizerConfig>, ConfigError> {
+    let key = "authorizer.class.name";
+    let class = props.get(key).map(|v| v.trim()).unwrap_or_default();
+    let allow_key = "allow.everyone.if.no.acl.found";
+    let allow_raw = props.get(allow_key).map(|v| v.trim()).unwrap_or("false");
+    let allow_everyone_if_no_acl_found = match allow_raw.to_ascii_lowercase().as_str() {
+        "true" => true,
+        "false" => false,
+        _ => {
+            return Err(ConfigError::new(
+                allow_key,
+                allow_raw,
+                "expected true or false",
+            ))
+        }
+    };
+    match class {
+        "" => Ok(None),
+        STANDARD_AUTHORIZER => Ok(Some(AuthorizerConfig {
+            super_users: props.get("super.users").cloned().unwrap_or_default(),
+            allow_everyone_if_no_acl_found,
+        })),
+        other => Err(ConfigError::new(
+            key,
+            other,
+            format!("unsupported authorizer (supported: {STANDARD_AUTHORIZER}, or empty for none)"),
+        )),
+    }
 }
 
 /// The TLS keys of one listener.

@@ -17,7 +17,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("metadata", &["model"]),
         ("replication", &["model"]),
         ("auth", &["model"]),
-        ("controller", &["model", "metadata"]),
+        ("controller", &["model", "metadata", "auth"]),
         ("coordinator", &["model", "protocol"]),
         ("client", &["model", "record", "protocol"]),
         ("quorum", &["model", "metadata", "controller", "client"]),

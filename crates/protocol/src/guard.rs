@@ -537,6 +537,9 @@ pub(super) static MESSAGES: &[Message] = &[
     m(26, "EndTxn",                  range(0, 5),    Some(3),  &END_TXN_REQUEST),
     m(27, "WriteTxnMarkers",         range(1, 1),    Some(1),  &WRITE_TXN_MARKERS_REQUEST),
     m(28, "TxnOffsetCommit",         range(0, 5),    Some(3),  &TXN_OFFSET_COMMIT_REQUEST),
+    m(29, "DescribeAcls",            range(1, 3),    Some(2),  &DESCRIBE_ACLS_REQUEST),
+    m(30, "CreateAcls",              range(1, 3),    Some(2),  &CREATE_ACLS_REQUEST),
+    m(31, "DeleteAcls",              range(1, 3),    Some(2),  &DELETE_ACLS_REQUEST),
     m(32, "DescribeConfigs",         range(1, 4),    Some(4),  &DESCRIBE_CONFIGS_REQUEST),
     m(33, "AlterConfigs",            range(0, 2),    Some(2),  &ALTER_CONFIGS_REQUEST),
     m(35, "DescribeLogDirs",         range(1, 4),    Some(2),  &DESCRIBE_LOG_DIRS_REQUEST),
@@ -1421,6 +1424,49 @@ static DESCRIBE_PRODUCERS_TOPIC_REQUEST: Schema = Schema {
     fields: &[
         f("name", ALL, Ty::String),
         f("partition_indexes", ALL, Ty::Array(&Ty::Int32)),
+    ],
+    tagged: &[],
+};
+
+// DescribeAcls (api key 29): one filter.
+static DESCRIBE_ACLS_REQUEST: Schema = Schema {
+    fields: &[
+        f("resource_type_filter", ALL, Ty::Int8),
+        f("resource_name_filter", ALL, Ty::NullableString),
+        f("pattern_type_filter", ALL, Ty::Int8),
+        f("principal_filter", ALL, Ty::NullableString),
+        f("host_filter", ALL, Ty::NullableString),
+        f("operation", ALL, Ty::Int8),
+        f("permission_type", ALL, Ty::Int8),
+    ],
+    tagged: &[],
+};
+
+// CreateAcls (api key 30)
+static CREATE_ACLS_REQUEST: Schema = Schema {
+    fields: &[
+        f("creations", ALL, Ty::Array(&Ty::Struct(&CREATE_ACLS_CREATION))),
+    ],
+    tagged: &[],
+};
+
+static CREATE_ACLS_CREATION: Schema = Schema {
+    fields: &[
+        f("resource_type", ALL, Ty::Int8),
+        f("resource_name", ALL, Ty::String),
+        f("resource_pattern_type", ALL, Ty::Int8),
+        f("principal", ALL, Ty::String),
+        f("host", ALL, Ty::String),
+        f("operation", ALL, Ty::Int8),
+        f("permission_type", ALL, Ty::Int8),
+    ],
+    tagged: &[],
+};
+
+// DeleteAcls (api key 31): filters as DescribeAcls'.
+static DELETE_ACLS_REQUEST: Schema = Schema {
+    fields: &[
+        f("filters", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_ACLS_REQUEST))),
     ],
     tagged: &[],
 };

@@ -40,6 +40,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
@@ -77,6 +80,8 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::AlterPartition, 2, 3),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Whether requests of `api` at `version` are served.

@@ -27,6 +27,8 @@ struct TopicPlan {
     name: TopicName,
     id: uuid::Uuid,
     partitions: Vec<PartitionPlan>,
+    /// The requester may not READ the topic: TOPIC_AUTHORIZATION_FAILED for its partitions.
+    denied: bool,
 }
 
 struct Plan {
@@ -58,6 +60,20 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     } else {
         req.replica_id.0
     };
+    let image = state.image();
+    let may_read = |t: &protocol::messages::fetch_request::FetchTopic| {
+        let name = if ctx.version >= 13 {
+            match image.topic_by_id(from_uuid(t.topic_id)) {
+                Some(t) => t.name.to_string(),
+                // Unknown ids are answered UNKNOWN_TOPIC_ID.
+                None => return true,
+            }
+        } else {
+            t.topic.0.to_string()
+        };
+        ctx.access
+            .allows_topic(model::acl::AclOperation::Read, &name)
+    };
     let plan = Plan {
         version: ctx.version,
         replica_id: (replica_id >= 0).then_some(replica_id),
@@ -65,6 +81,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
             .topics
             .into_iter()
             .map(|t| TopicPlan {
+                denied: !may_read(&t),
                 name: t.topic,
                 id: t.topic_id,
                 partitions: t
@@ -208,6 +225,7 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 .with_partition_index(pp.index)
                 .with_high_watermark(-1);
             let partition = match name.as_deref() {
+                _ if tp.denied => Err(ErrorCode::TopicAuthorizationFailed),
                 None => Err(ErrorCode::UnknownTopicId),
                 // The replica decides about leadership itself when it checks epochs.
                 Some(n) if plan.replica_id.is_some() || pp.current_leader_epoch >= 0 => {

@@ -4,7 +4,7 @@
 use super::{code, from_uuid, str_bytes, to_uuid, Ctx, Reply};
 use crate::state::BrokerState;
 use metadata::{MetadataImage, TopicImage};
-use model::acl::ResourceType;
+use model::acl::{AclOperation, ResourceType};
 use model::ErrorCode;
 use protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use protocol::messages::metadata_response::{
@@ -89,7 +89,9 @@ pub fn metadata(state: &Arc<BrokerState>, ctx: Ctx, req: MetadataRequest) -> Rep
         Some(t) if t.is_empty() && version == 0 => None,
         Some(t) => Some(t.clone()),
     };
-    let allow_auto_create = version < 4 || req.allow_auto_topic_creation;
+    let allow_auto_create =
+        (version < 4 || req.allow_auto_topic_creation) && state.config.auto_create_topics_enable;
+    let mut errors = std::collections::HashMap::new();
     let missing: Vec<String> = requested
         .iter()
         .flatten()
@@ -98,14 +100,23 @@ pub fn metadata(state: &Arc<BrokerState>, ctx: Ctx, req: MetadataRequest) -> Rep
         .filter(|n| image.topic(n).is_none())
         .filter(|n| model::ids::validate_topic_name(n).is_ok())
         .filter(|n| !metadata::is_internal_topic(n))
+        .filter(|n| ctx.access.allows_topic(AclOperation::Describe, n))
+        // As Kafka: a topic that would be auto-created but may not be is
+        // TOPIC_AUTHORIZATION_FAILED.
+        .filter(|n| {
+            let may = !allow_auto_create || ctx.access.may_create_topic(n);
+            if !may {
+                errors.insert(n.clone(), ErrorCode::TopicAuthorizationFailed);
+            }
+            may
+        })
         .collect();
-    if missing.is_empty() || !allow_auto_create || !state.config.auto_create_topics_enable {
-        let resp = build(state, &ctx, &req, &image, requested, &Default::default());
+    if missing.is_empty() || !allow_auto_create {
+        let resp = build(state, &ctx, &req, &image, requested, &errors);
         return ctx.ready(ResponseKind::Metadata(resp));
     }
     let state = state.clone();
     Reply::Later(Box::pin(async move {
-        let mut errors = std::collections::HashMap::new();
         for name in missing {
             if let Err(e) = state.auto_create(&name).await {
                 errors.insert(name, e.code);
@@ -127,9 +138,11 @@ fn build(
 ) -> MetadataResponse {
     let version = ctx.version;
     let mut topics = Vec::new();
+    let describable = |name: &str| ctx.access.allows_topic(AclOperation::Describe, name);
     match requested {
+        // All topics: those the requester may not describe are left out.
         None => {
-            for t in image.topics.values() {
+            for t in image.topics.values().filter(|t| describable(&t.name)) {
                 topics.push(topic_entry(state, t, version));
             }
         }
@@ -150,7 +163,19 @@ fn build(
                     name.as_deref().and_then(|n| image.topic(n).cloned())
                 };
                 if let Some(t) = found {
-                    topics.push(topic_entry(state, &t, version));
+                    if describable(&t.name) {
+                        topics.push(topic_entry(state, &t, version));
+                    } else {
+                        // Named but not describable: denied, without saying whether it exists
+                        // (by id: without its name either).
+                        let name = (!by_id).then_some(&*t.name);
+                        topics.push(error_topic(
+                            name,
+                            rt.topic_id,
+                            ErrorCode::TopicAuthorizationFailed,
+                            version,
+                        ));
+                    }
                     continue;
                 }
                 let Some(name) = name.filter(|_| !by_id) else {
@@ -172,10 +197,14 @@ fn build(
                     ));
                     continue;
                 }
-                let e = create_errors
-                    .get(&name)
-                    .copied()
-                    .unwrap_or(ErrorCode::UnknownTopicOrPartition);
+                let e = if describable(&name) {
+                    create_errors
+                        .get(&name)
+                        .copied()
+                        .unwrap_or(ErrorCode::UnknownTopicOrPartition)
+                } else {
+                    ErrorCode::TopicAuthorizationFailed
+                };
                 topics.push(error_topic(Some(&name), rt.topic_id, e, version));
             }
         }
@@ -197,8 +226,10 @@ fn build(
         // As Kafka: every topic entry answered by name (also unknown ones) carries the
         // operations allowed on it; with no authorizer, all a topic supports. Entries for
         // unknown topic ids keep the schema default.
-        for t in topics.iter_mut().filter(|t| t.name.is_some()) {
-            t.topic_authorized_operations = ResourceType::Topic.all_operations_bitfield();
+        for t in topics.iter_mut() {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = ctx.access.operations(ResourceType::Topic, name);
+            }
         }
     }
     let mut resp = MetadataResponse::default()
@@ -207,8 +238,7 @@ fn build(
         .with_controller_id(BrokerId(metadata_controller(state, image)));
     // v8-v10 only: later versions moved the cluster's operations to DescribeCluster.
     if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
-        resp = resp
-            .with_cluster_authorized_operations(ResourceType::Cluster.all_operations_bitfield());
+        resp = resp.with_cluster_authorized_operations(cluster_operations(&ctx.access));
     }
     if version >= 2 {
         resp = resp.with_cluster_id(Some(str_bytes(image.cluster_id.clone())));
@@ -281,8 +311,16 @@ pub fn describe_cluster(
         resp = resp.with_endpoint_type(req.endpoint_type);
     }
     if req.include_cluster_authorized_operations {
-        resp = resp
-            .with_cluster_authorized_operations(ResourceType::Cluster.all_operations_bitfield());
+        resp = resp.with_cluster_authorized_operations(cluster_operations(&ctx.access));
     }
     resp
+}
+
+/// The cluster's authorized operations as Kafka reports them: 0 unless the requester may
+/// DESCRIBE the cluster.
+fn cluster_operations(access: &crate::authz::Access) -> i32 {
+    if !access.allows_cluster(AclOperation::Describe) {
+        return 0;
+    }
+    access.operations(ResourceType::Cluster, auth::acl::CLUSTER_NAME)
 }

@@ -1,6 +1,7 @@
 //! Request dispatch: one module per API. A handler returns its response at once, or a
 //! future for the part that waits (acks=all durability, Fetch long-poll).
 
+pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod configs;
 mod fetch;
@@ -12,6 +13,7 @@ mod scram;
 pub(crate) use scram::alter as alter_scram;
 mod txn;
 
+use crate::authz::Access;
 use crate::state::BrokerState;
 use bytes::Bytes;
 use model::{ErrorCode, TopicId};
@@ -39,14 +41,16 @@ pub enum Reply {
     Close,
 }
 
-/// The version, correlation id and API of the request being answered, and the listener it
-/// came in on (Metadata and FindCoordinator answer with endpoints of that listener).
+/// The version, correlation id and API of the request being answered, the listener it
+/// came in on (Metadata and FindCoordinator answer with endpoints of that listener), and what
+/// its principal may do.
 #[derive(Clone, Debug)]
 pub struct Ctx {
     pub api: ApiKey,
     pub version: i16,
     pub correlation_id: i32,
     pub listener: Arc<str>,
+    pub access: Access,
 }
 
 impl Ctx {
@@ -112,20 +116,28 @@ where
     }))
 }
 
-/// Routes a decoded request to its handler.
+/// Routes a decoded request to its handler, once it passed the authorizer's request-level
+/// check (`authz::gate`).
 pub fn dispatch(
     state: &Arc<BrokerState>,
     req: Request,
     client_host: &str,
     listener: &Arc<str>,
+    access: Access,
 ) -> Reply {
     let ctx = Ctx {
         api: req.api_key,
         version: req.version(),
         correlation_id: req.correlation_id(),
         listener: listener.clone(),
+        access,
     };
     let v = ctx.version;
+    if let Some(e) = crate::authz::gate(&ctx.access, &req.body, v) {
+        if let Some(resp) = crate::authz::denied_response(&req.body, v, e) {
+            return ctx.ready(resp);
+        }
+    }
     let client_id: String = req
         .header
         .client_id
@@ -148,6 +160,9 @@ pub fn dispatch(
         | RequestKind::ConsumerGroupHeartbeat(_)
         | RequestKind::ConsumerGroupDescribe(_)
         | RequestKind::TxnOffsetCommit(_)) => {
+            if ctx.access.enabled() {
+                return group_items(state, ctx, &client_id, client_host, body);
+            }
             state
                 .groups
                 .handle(state, ctx, &client_id, client_host, body)
@@ -177,31 +192,100 @@ pub fn dispatch(
         RequestKind::Produce(r) => produce::produce(state, ctx, r),
         RequestKind::Fetch(r) => fetch::fetch(state, ctx, r),
         RequestKind::ListOffsets(r) => ctx.ready(ResponseKind::ListOffsets(offsets::list_offsets(
-            state, r, v,
+            state,
+            &ctx.access,
+            r,
+            v,
         ))),
         RequestKind::OffsetForLeaderEpoch(r) => ctx.ready(ResponseKind::OffsetForLeaderEpoch(
             offsets::offset_for_leader_epoch(state, r),
         )),
         RequestKind::DeleteRecords(r) => ctx.ready(ResponseKind::DeleteRecords(
-            offsets::delete_records(state, r),
+            offsets::delete_records(state, &ctx.access, r),
         )),
-        RequestKind::CreateTopics(r) => {
-            via_controller(state, ctx, client, r, move |s, r| async move {
+        RequestKind::CreateTopics(mut r) => {
+            let denied = take_denied(&mut r.topics, |t| !ctx.access.may_create_topic(&t.name));
+            let reply = via_controller(state, ctx.clone(), client, r, move |s, r| async move {
                 let (resp, offset) =
                     admin::create_topics(s, r, v, controller::Origin::Client).await;
                 (ResponseKind::CreateTopics(resp), offset)
+            });
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                if let ResponseKind::CreateTopics(c) = resp {
+                    c.topics.extend(denied.into_iter().map(|t| {
+                        let mut r = protocol::messages::create_topics_response::CreatableTopicResult::default()
+                            .with_name(t.name)
+                            .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                            .with_error_message(Some(str_bytes("Authorization failed.")));
+                        if v >= 5 {
+                            r = r.with_num_partitions(-1).with_replication_factor(-1);
+                        }
+                        r
+                    }));
+                }
             })
         }
-        RequestKind::DeleteTopics(r) => {
-            via_controller(state, ctx, client, r, move |s, r| async move {
+        RequestKind::DeleteTopics(mut r) => {
+            let image = state.image();
+            let may_delete = |name: Option<&str>, id: uuid::Uuid| {
+                let name = match name {
+                    Some(n) if !n.is_empty() => n.to_string(),
+                    // By id: an unknown id is the handler's UNKNOWN_TOPIC_ID.
+                    _ => match image.topic_by_id(from_uuid(id)) {
+                        Some(t) => t.name.to_string(),
+                        None => return true,
+                    },
+                };
+                ctx.access
+                    .allows_topic(model::acl::AclOperation::Delete, &name)
+            };
+            let denied_names = take_denied(&mut r.topic_names, |n| {
+                !may_delete(Some(n), uuid::Uuid::nil())
+            });
+            let denied = take_denied(&mut r.topics, |t| {
+                !may_delete(t.name.as_ref().map(|n| n.0.as_str()), t.topic_id)
+            });
+            let reply = via_controller(state, ctx.clone(), client, r, move |s, r| async move {
                 let (resp, offset) = admin::delete_topics(s, r, v).await;
                 (ResponseKind::DeleteTopics(resp), offset)
+            });
+            let denied: Vec<_> = denied_names
+                .into_iter()
+                .map(|n| (Some(n), uuid::Uuid::nil()))
+                .chain(denied.into_iter().map(|t| (t.name, t.topic_id)))
+                .collect();
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                if let ResponseKind::DeleteTopics(d) = resp {
+                    d.responses.extend(denied.into_iter().map(|(name, id)| {
+                        let mut r = protocol::messages::delete_topics_response::DeletableTopicResult::default()
+                            .with_name(name)
+                            .with_error_code(code(ErrorCode::TopicAuthorizationFailed));
+                        if v >= 6 {
+                            r = r.with_topic_id(id);
+                        }
+                        r
+                    }));
+                }
             })
         }
-        RequestKind::CreatePartitions(r) => {
-            via_controller(state, ctx, client, r, |s, r| async move {
+        RequestKind::CreatePartitions(mut r) => {
+            let denied = take_denied(&mut r.topics, |t| {
+                !ctx.access
+                    .allows_topic(model::acl::AclOperation::Alter, &t.name)
+            });
+            let reply = via_controller(state, ctx.clone(), client, r, |s, r| async move {
                 let (resp, offset) = admin::create_partitions(s, r).await;
                 (ResponseKind::CreatePartitions(resp), offset)
+            });
+            with_denied(ctx, reply, denied, |resp, denied| {
+                if let ResponseKind::CreatePartitions(c) = resp {
+                    c.results.extend(denied.into_iter().map(|t| {
+                        protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
+                            .with_name(t.name)
+                            .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                            .with_error_message(Some(str_bytes("Authorization failed.")))
+                    }));
+                }
             })
         }
         RequestKind::DescribeQuorum(r) => {
@@ -305,6 +389,17 @@ pub fn dispatch(
                 (ResponseKind::IncrementalAlterConfigs(resp), offset)
             })
         }
+        RequestKind::DescribeAcls(r) => {
+            ctx.ready(ResponseKind::DescribeAcls(acls::describe(state, &r)))
+        }
+        RequestKind::CreateAcls(r) => via_controller(state, ctx, client, r, |s, r| async move {
+            let (resp, offset) = acls::create(s, r).await;
+            (ResponseKind::CreateAcls(resp), offset)
+        }),
+        RequestKind::DeleteAcls(r) => via_controller(state, ctx, client, r, |s, r| async move {
+            let (resp, offset) = acls::delete(s, r).await;
+            (ResponseKind::DeleteAcls(resp), offset)
+        }),
         other => {
             // The version table only admits APIs listed above; reaching this is a bug in
             // that table. Closing is what Kafka does for a request it can't parse.
@@ -324,6 +419,317 @@ fn valid_software_name(s: &str) -> bool {
             f.is_ascii_alphanumeric() && l.is_ascii_alphanumeric() && b.iter().all(inner)
         }
         _ => false,
+    }
+}
+
+/// The group requests that name several groups (or list them), with an authorizer: denied
+/// groups are answered GROUP_AUTHORIZATION_FAILED next to what the coordinator answers for the
+/// others; ListGroups lists only groups the requester may describe (all of them with DESCRIBE
+/// on the cluster); described groups carry their authorized operations.
+fn group_items(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    client_id: &str,
+    client_host: &str,
+    body: RequestKind,
+) -> Reply {
+    use model::acl::{AclOperation as Op, ResourceType as Rt};
+    use protocol::messages::{consumer_group_describe_response as cgd, describe_groups_response};
+    let access = ctx.access.clone();
+    let denied_code = code(ErrorCode::GroupAuthorizationFailed);
+    let handle = |ctx: Ctx, body| {
+        state
+            .groups
+            .handle(state, ctx, client_id, client_host, body)
+    };
+    match body {
+        RequestKind::DescribeGroups(mut r) => {
+            let denied = take_denied(&mut r.groups, |g| {
+                !access.allows(Op::Describe, Rt::Group, g)
+            });
+            let ops = r.include_authorized_operations;
+            let reply = handle(ctx.clone(), RequestKind::DescribeGroups(r));
+            post_process(ctx, reply, move |resp| {
+                let ResponseKind::DescribeGroups(d) = resp else {
+                    return;
+                };
+                if ops {
+                    for g in &mut d.groups {
+                        g.authorized_operations = access.operations(Rt::Group, &g.group_id);
+                    }
+                }
+                d.groups.extend(denied.into_iter().map(|g| {
+                    describe_groups_response::DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(denied_code)
+                        .with_authorized_operations(i32::MIN)
+                }));
+            })
+        }
+        RequestKind::ConsumerGroupDescribe(mut r) => {
+            let denied = take_denied(&mut r.group_ids, |g| {
+                !access.allows(Op::Describe, Rt::Group, g)
+            });
+            let ops = r.include_authorized_operations;
+            let reply = handle(ctx.clone(), RequestKind::ConsumerGroupDescribe(r));
+            post_process(ctx, reply, move |resp| {
+                let ResponseKind::ConsumerGroupDescribe(d) = resp else {
+                    return;
+                };
+                if ops {
+                    for g in &mut d.groups {
+                        g.authorized_operations = access.operations(Rt::Group, &g.group_id);
+                    }
+                }
+                d.groups.extend(denied.into_iter().map(|g| {
+                    cgd::DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(denied_code)
+                        .with_authorized_operations(i32::MIN)
+                }));
+            })
+        }
+        RequestKind::DeleteGroups(mut r) => {
+            let denied = take_denied(&mut r.groups_names, |g| {
+                !access.allows(Op::Delete, Rt::Group, g)
+            });
+            let reply = handle(ctx.clone(), RequestKind::DeleteGroups(r));
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                let ResponseKind::DeleteGroups(d) = resp else {
+                    return;
+                };
+                d.results.extend(denied.into_iter().map(|g| {
+                    protocol::messages::delete_groups_response::DeletableGroupResult::default()
+                        .with_group_id(g)
+                        .with_error_code(denied_code)
+                }));
+            })
+        }
+        RequestKind::ListGroups(r) => {
+            let reply = handle(ctx.clone(), RequestKind::ListGroups(r));
+            if access.allows_cluster(Op::Describe) {
+                return reply;
+            }
+            post_process(ctx, reply, move |resp| {
+                if let ResponseKind::ListGroups(l) = resp {
+                    l.groups
+                        .retain(|g| access.allows(Op::Describe, Rt::Group, &g.group_id));
+                }
+            })
+        }
+        RequestKind::OffsetCommit(mut r) => {
+            let image = state.image();
+            let denied = take_denied(&mut r.topics, |t| {
+                let name = match image.topic_by_id(from_uuid(t.topic_id)) {
+                    Some(found) if t.name.0.is_empty() => found.name.to_string(),
+                    _ => t.name.0.to_string(),
+                };
+                !access.allows_topic(Op::Read, &name)
+            });
+            let add = move |resp: &mut ResponseKind, denied: Vec<_>| {
+                use protocol::messages::offset_commit_response as oc;
+                let ResponseKind::OffsetCommit(c) = resp else {
+                    return;
+                };
+                c.topics.extend(denied.into_iter().map(
+                    |t: protocol::messages::offset_commit_request::OffsetCommitRequestTopic| {
+                        oc::OffsetCommitResponseTopic::default()
+                            .with_name(t.name)
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        oc::OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(code(
+                                                ErrorCode::TopicAuthorizationFailed,
+                                            ))
+                                    })
+                                    .collect(),
+                            )
+                    },
+                ));
+            };
+            if r.topics.is_empty() && !denied.is_empty() {
+                // Nothing left for the coordinator: answered without it, as Kafka does.
+                let mut resp = ResponseKind::OffsetCommit(Default::default());
+                add(&mut resp, denied);
+                return ctx.ready(resp);
+            }
+            let reply = handle(ctx.clone(), RequestKind::OffsetCommit(r));
+            with_denied(ctx, reply, denied, add)
+        }
+        RequestKind::OffsetFetch(r) => {
+            // Offsets of topics that may not be described: TOPIC_AUTHORIZATION_FAILED where the
+            // request named them, left out where it asked for all.
+            let named = r.topics.is_some();
+            let groups_named: Vec<bool> = r.groups.iter().map(|g| g.topics.is_some()).collect();
+            let reply = handle(ctx.clone(), RequestKind::OffsetFetch(r));
+            let image = state.image();
+            post_process(ctx, reply, move |resp| {
+                let ResponseKind::OffsetFetch(f) = resp else {
+                    return;
+                };
+                let denied_code = code(ErrorCode::TopicAuthorizationFailed);
+                let may = |name: &str, id: uuid::Uuid| {
+                    let name = match image.topic_by_id(from_uuid(id)) {
+                        Some(t) if name.is_empty() => t.name.to_string(),
+                        _ => name.to_string(),
+                    };
+                    access.allows_topic(Op::Describe, &name)
+                };
+                if named {
+                    for t in f
+                        .topics
+                        .iter_mut()
+                        .filter(|t| !may(&t.name, uuid::Uuid::nil()))
+                    {
+                        for p in &mut t.partitions {
+                            p.committed_offset = -1;
+                            p.committed_leader_epoch = -1;
+                            p.metadata = Some(str_bytes(""));
+                            p.error_code = denied_code;
+                        }
+                    }
+                } else {
+                    f.topics.retain(|t| may(&t.name, uuid::Uuid::nil()));
+                }
+                for (g, named) in f.groups.iter_mut().zip(groups_named) {
+                    if named {
+                        for t in g.topics.iter_mut().filter(|t| !may(&t.name, t.topic_id)) {
+                            for p in &mut t.partitions {
+                                p.committed_offset = -1;
+                                p.committed_leader_epoch = -1;
+                                p.metadata = Some(str_bytes(""));
+                                p.error_code = denied_code;
+                            }
+                        }
+                    } else {
+                        g.topics.retain(|t| may(&t.name, t.topic_id));
+                    }
+                }
+            })
+        }
+        RequestKind::FindCoordinator(r) => {
+            // One key (v0-3, and what clients send at v4+): denied as Kafka denies it. A v4+
+            // request for several keys is served when any key is allowed.
+            let (key_type, keys): (i8, Vec<&str>) = if ctx.version >= 4 {
+                (
+                    r.key_type,
+                    r.coordinator_keys.iter().map(|k| k.as_str()).collect(),
+                )
+            } else {
+                (
+                    if ctx.version >= 1 { r.key_type } else { 0 },
+                    vec![r.key.as_str()],
+                )
+            };
+            let (rt, e) = if key_type == 1 {
+                (
+                    Rt::TransactionalId,
+                    ErrorCode::TransactionalIdAuthorizationFailed,
+                )
+            } else {
+                (Rt::Group, ErrorCode::GroupAuthorizationFailed)
+            };
+            if !keys.is_empty() && keys.iter().all(|k| !access.allows(Op::Describe, rt, k)) {
+                let mut resp = protocol::messages::FindCoordinatorResponse::default();
+                if ctx.version >= 4 {
+                    resp.coordinators = keys
+                        .iter()
+                        .map(|k| {
+                            protocol::messages::find_coordinator_response::Coordinator::default()
+                                .with_key(str_bytes(*k))
+                                .with_node_id(protocol::messages::BrokerId(-1))
+                                .with_port(-1)
+                                .with_error_code(code(e))
+                        })
+                        .collect();
+                } else {
+                    resp = resp
+                        .with_error_code(code(e))
+                        .with_node_id(protocol::messages::BrokerId(-1))
+                        .with_port(-1);
+                }
+                return ctx.ready(ResponseKind::FindCoordinator(resp));
+            }
+            handle(ctx, RequestKind::FindCoordinator(r))
+        }
+        other => handle(ctx, other),
+    }
+}
+
+/// Removes the items the requester may not act on from a request, returning them.
+fn take_denied<T>(items: &mut Vec<T>, denied: impl Fn(&T) -> bool) -> Vec<T> {
+    let (out, keep): (Vec<T>, Vec<T>) = std::mem::take(items).into_iter().partition(denied);
+    *items = keep;
+    out
+}
+
+/// A request served without the items the authorizer denied (`reply`), whose response gets
+/// `add` the denied items' errors. Without denied items the reply is returned as is.
+fn with_denied<T: Send + 'static>(
+    ctx: Ctx,
+    reply: Reply,
+    denied: Vec<T>,
+    add: impl FnOnce(&mut ResponseKind, Vec<T>) + Send + 'static,
+) -> Reply {
+    if denied.is_empty() {
+        return reply;
+    }
+    post_process(ctx, reply, move |resp| add(resp, denied))
+}
+
+/// `reply`'s response, changed by `f` before it is written (the authorizer's per-item answers
+/// added to a response a coordinator or the controller built).
+fn post_process(
+    ctx: Ctx,
+    reply: Reply,
+    f: impl FnOnce(&mut ResponseKind) + Send + 'static,
+) -> Reply {
+    Reply::Later(Box::pin(async move {
+        let frame = match reply {
+            Reply::Ready(b) => b,
+            Reply::Later(f) => f.await?,
+            _ => return None,
+        };
+        let mut resp = decode_response(ctx.api, ctx.version, &frame)?;
+        f(&mut resp);
+        ctx.encode(resp)
+    }))
+}
+
+/// Decodes a response frame (size prefix, header, body) of the APIs [`post_process`] is used
+/// for.
+fn decode_response(api: ApiKey, version: i16, frame: &Bytes) -> Option<ResponseKind> {
+    use protocol::Decode;
+    let mut buf = frame.slice(4.min(frame.len())..);
+    protocol::ResponseHeader::decode(&mut buf, api.response_header_version(version)).ok()?;
+    let decoded = match api {
+        ApiKey::CreateTopics => Decode::decode(&mut buf, version).map(ResponseKind::CreateTopics),
+        ApiKey::DeleteTopics => Decode::decode(&mut buf, version).map(ResponseKind::DeleteTopics),
+        ApiKey::CreatePartitions => {
+            Decode::decode(&mut buf, version).map(ResponseKind::CreatePartitions)
+        }
+        ApiKey::DescribeGroups => {
+            Decode::decode(&mut buf, version).map(ResponseKind::DescribeGroups)
+        }
+        ApiKey::DeleteGroups => Decode::decode(&mut buf, version).map(ResponseKind::DeleteGroups),
+        ApiKey::ListGroups => Decode::decode(&mut buf, version).map(ResponseKind::ListGroups),
+        ApiKey::OffsetCommit => Decode::decode(&mut buf, version).map(ResponseKind::OffsetCommit),
+        ApiKey::OffsetFetch => Decode::decode(&mut buf, version).map(ResponseKind::OffsetFetch),
+        ApiKey::ConsumerGroupDescribe => {
+            Decode::decode(&mut buf, version).map(ResponseKind::ConsumerGroupDescribe)
+        }
+        _ => return None,
+    };
+    match decoded {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(error = %e, ?api, "could not decode an administration response");
+            None
+        }
     }
 }
 

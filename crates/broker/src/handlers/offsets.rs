@@ -3,7 +3,9 @@
 //! consumers truncate or validate by it).
 
 use super::code;
+use crate::authz::Access;
 use crate::state::BrokerState;
+use model::acl::AclOperation;
 use model::ErrorCode;
 use protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -40,6 +42,7 @@ pub fn check_leader_epoch(requested: i32, current: i32) -> Option<ErrorCode> {
 
 pub fn list_offsets(
     state: &Arc<BrokerState>,
+    access: &Access,
     req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
@@ -57,6 +60,7 @@ pub fn list_offsets(
                 }
             }
             let mut answered = std::collections::HashSet::new();
+            let denied = !access.allows_topic(AclOperation::Describe, &t.name.0);
             let partitions = t
                 .partitions
                 .into_iter()
@@ -66,6 +70,9 @@ pub fn list_offsets(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
+                    if denied {
+                        return r.with_error_code(code(ErrorCode::TopicAuthorizationFailed));
+                    }
                     if duplicates.contains(&p.partition_index) {
                         return r.with_error_code(code(ErrorCode::InvalidRequest));
                     }
@@ -130,12 +137,14 @@ pub fn list_offsets(
 
 pub fn delete_records(
     state: &Arc<BrokerState>,
+    access: &Access,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            let denied = !access.allows_topic(AclOperation::Delete, &t.name.0);
             let partitions = t
                 .partitions
                 .into_iter()
@@ -143,6 +152,9 @@ pub fn delete_records(
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if denied {
+                        return r.with_error_code(code(ErrorCode::TopicAuthorizationFailed));
+                    }
                     let partition = match state.leader_partition(&t.name.0, p.partition_index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),

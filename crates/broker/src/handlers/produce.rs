@@ -54,6 +54,13 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
                 partitions.push(err(r, ErrorCode::UnknownTopicId));
                 continue;
             };
+            if !ctx
+                .access
+                .allows_topic(model::acl::AclOperation::Write, name)
+            {
+                partitions.push(err(r, ErrorCode::TopicAuthorizationFailed));
+                continue;
+            }
             if metadata::is_internal_topic(name) {
                 partitions.push(err(r, ErrorCode::InvalidTopicException));
                 continue;

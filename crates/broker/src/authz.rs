@@ -1,0 +1,405 @@
+//! Authorization: who a request acts as, and Kafka's table of the operation on a resource each
+//! request needs, decided by `auth::acl::Authorizer` (StandardAuthorizer semantics) over the
+//! ACLs of the committed metadata image.
+//!
+//! Every request passes [`gate`] once, in `handlers::dispatch`, before its handler runs: the
+//! requests whose whole answer depends on one resource (a group, a transactional id, the
+//! cluster) are decided there and answered with Kafka's error for every item. Requests that name
+//! many resources are answered item by item, as Kafka does: topics in Produce, Fetch, Metadata,
+//! ListOffsets and DeleteRecords by their handlers through the request's [`Access`]; topics of
+//! CreateTopics/DeleteTopics/CreatePartitions and groups of DescribeGroups/DeleteGroups/
+//! ListGroups/FindCoordinator in `handlers::dispatch`, which takes the denied items out of the
+//! request and adds their errors to the response. With no authorizer configured [`Access`]
+//! allows everything and `gate` passes every request untouched.
+
+use auth::acl::{Authorizer, RequestContext, CLUSTER_NAME};
+use auth::principal::KafkaPrincipal;
+use model::acl::{AclOperation as Op, ResourceType as Rt};
+use model::ErrorCode;
+use protocol::messages::{
+    add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    },
+    alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
+    create_acls_response::AclCreationResult,
+    delete_acls_response::DeleteAclsFilterResult,
+    offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
+    offset_fetch_response::OffsetFetchResponseGroup,
+    produce_response::{PartitionProduceResponse, TopicProduceResponse},
+    write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    },
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterUserScramCredentialsResponse,
+    ConsumerGroupHeartbeatResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
+    DescribeLogDirsResponse, DescribeQuorumResponse, DescribeUserScramCredentialsResponse,
+    EndTxnResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
+    LeaveGroupResponse, OffsetCommitResponse, OffsetFetchResponse, ProduceResponse,
+    SyncGroupResponse, WriteTxnMarkersResponse,
+};
+use protocol::{RequestKind, ResponseKind};
+use std::sync::Arc;
+
+/// What one request may do: the authorizer (none when `authorizer.class.name` is unset) and
+/// who asks. Cheap to clone; built per request from the connection's principal and the
+/// authorizer of the current image.
+#[derive(Clone, Debug)]
+pub struct Access {
+    authorizer: Option<Arc<Authorizer>>,
+    who: Arc<RequestContext>,
+}
+
+impl Access {
+    /// Everything allowed: no authorizer, or a listener that is not authorized (the controller
+    /// listener, private to the cluster).
+    pub fn unrestricted() -> Access {
+        Access {
+            authorizer: None,
+            who: Arc::new(RequestContext {
+                principal: KafkaPrincipal::anonymous(),
+                host: String::new(),
+            }),
+        }
+    }
+
+    pub fn new(authorizer: Option<Arc<Authorizer>>, who: Arc<RequestContext>) -> Access {
+        Access { authorizer, who }
+    }
+
+    /// Whether ACLs are enforced.
+    pub fn enabled(&self) -> bool {
+        self.authorizer.is_some()
+    }
+
+    /// May the requester do `op` on `rt:name`? Denials are logged as Kafka's authorizer logger
+    /// does (at debug: a denied client retrying would flood the log).
+    pub fn allows(&self, op: Op, rt: Rt, name: &str) -> bool {
+        let Some(a) = &self.authorizer else {
+            return true;
+        };
+        let allowed = a.authorize(&self.who, op, rt, name).allowed();
+        if !allowed {
+            tracing::debug!(
+                principal = %self.who.principal,
+                host = %self.who.host,
+                operation = op.name(),
+                resource = %format_args!("{}:{name}", rt.name()),
+                "authorization denied"
+            );
+        }
+        allowed
+    }
+
+    pub fn allows_topic(&self, op: Op, topic: &str) -> bool {
+        self.allows(op, Rt::Topic, topic)
+    }
+
+    pub fn allows_cluster(&self, op: Op) -> bool {
+        self.allows(op, Rt::Cluster, CLUSTER_NAME)
+    }
+
+    /// May the requester do `op` on at least one resource of the type (Kafka's
+    /// `authorizeByResourceType`)?
+    pub fn allows_any(&self, op: Op, rt: Rt) -> bool {
+        self.authorizer
+            .as_ref()
+            .is_none_or(|a| a.authorize_by_resource_type(&self.who, op, rt).allowed())
+    }
+
+    /// The authorized-operations bitfield of a resource: all the type supports without an
+    /// authorizer, else what the ACLs allow the requester.
+    pub fn operations(&self, rt: Rt, name: &str) -> i32 {
+        match &self.authorizer {
+            None => rt.all_operations_bitfield(),
+            Some(a) => a.authorized_operations(&self.who, rt, name),
+        }
+    }
+
+    /// Creating topics: CREATE on the cluster, else CREATE on the topic (Kafka's
+    /// `KafkaApis.handleCreateTopicsRequest` and auto-creation).
+    pub fn may_create_topic(&self, topic: &str) -> bool {
+        !self.enabled() || self.allows_cluster(Op::Create) || self.allows_topic(Op::Create, topic)
+    }
+}
+
+/// The request-level part of Kafka's table: a request whose whole answer depends on one group,
+/// transactional id or the cluster. `Some(code)` when it is denied.
+pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCode> {
+    if !access.enabled() {
+        return None;
+    }
+    use RequestKind as K;
+    let group = |g: &str, op: Op| {
+        (!access.allows(op, Rt::Group, g)).then_some(ErrorCode::GroupAuthorizationFailed)
+    };
+    let txn = |t: &str| {
+        (!access.allows(Op::Write, Rt::TransactionalId, t))
+            .then_some(ErrorCode::TransactionalIdAuthorizationFailed)
+    };
+    let cluster =
+        |op: Op| (!access.allows_cluster(op)).then_some(ErrorCode::ClusterAuthorizationFailed);
+    match body {
+        K::JoinGroup(r) => group(&r.group_id, Op::Read),
+        K::SyncGroup(r) => group(&r.group_id, Op::Read),
+        K::Heartbeat(r) => group(&r.group_id, Op::Read),
+        K::LeaveGroup(r) => group(&r.group_id, Op::Read),
+        K::OffsetCommit(r) => group(&r.group_id, Op::Read),
+        K::ConsumerGroupHeartbeat(r) => group(&r.group_id, Op::Read),
+        // v8+ names several groups, each answered on its own: one denied group denies the
+        // request here (a mixed request is rare; Kafka answers the others).
+        K::OffsetFetch(r) if version < 8 => group(&r.group_id, Op::Describe),
+        K::OffsetFetch(r) => r
+            .groups
+            .iter()
+            .find_map(|g| group(&g.group_id, Op::Describe)),
+        K::TxnOffsetCommit(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
+        K::AddOffsetsToTxn(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
+        K::EndTxn(r) => txn(&r.transactional_id),
+        K::AddPartitionsToTxn(r) if version < 4 => txn(&r.v3_and_below_transactional_id),
+        // v4+ is the brokers' verification request.
+        K::AddPartitionsToTxn(_) => cluster(Op::ClusterAction),
+        K::InitProducerId(r) => match &r.transactional_id {
+            Some(t) => txn(t),
+            // An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
+            None => (!access.allows_cluster(Op::IdempotentWrite)
+                && !access.allows_any(Op::Write, Rt::Topic))
+            .then_some(ErrorCode::ClusterAuthorizationFailed),
+        },
+        K::Produce(r) => r.transactional_id.as_ref().and_then(|t| txn(t)),
+        // A follower's fetch (replica id >= 0, or a replica state from v15).
+        K::Fetch(r) if r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0 => {
+            cluster(Op::ClusterAction)
+        }
+        K::WriteTxnMarkers(_) => cluster(Op::ClusterAction),
+        K::DescribeAcls(_) | K::DescribeUserScramCredentials(_) => cluster(Op::Describe),
+        K::DescribeLogDirs(_) | K::DescribeQuorum(_) => cluster(Op::Describe),
+        K::CreateAcls(_) | K::DeleteAcls(_) | K::AlterUserScramCredentials(_) => cluster(Op::Alter),
+        _ => None,
+    }
+}
+
+/// Kafka's answer to a request [`gate`] denied: the error on every item the request names (or
+/// its top-level error code). `None` for a request kind the gate never denies.
+pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option<ResponseKind> {
+    use RequestKind as K;
+    use ResponseKind as R;
+    let c = e.code();
+    Some(match body {
+        K::JoinGroup(_) => R::JoinGroup(JoinGroupResponse::default().with_error_code(c)),
+        K::SyncGroup(_) => R::SyncGroup(SyncGroupResponse::default().with_error_code(c)),
+        K::Heartbeat(_) => R::Heartbeat(HeartbeatResponse::default().with_error_code(c)),
+        K::LeaveGroup(_) => R::LeaveGroup(LeaveGroupResponse::default().with_error_code(c)),
+        K::ConsumerGroupHeartbeat(_) => {
+            R::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse::default().with_error_code(c))
+        }
+        K::OffsetCommit(r) => R::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(c)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        K::OffsetFetch(r) if version < 8 => {
+            R::OffsetFetch(OffsetFetchResponse::default().with_error_code(c))
+        }
+        K::OffsetFetch(r) => R::OffsetFetch(
+            OffsetFetchResponse::default().with_groups(
+                r.groups
+                    .iter()
+                    .map(|g| {
+                        OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        K::TxnOffsetCommit(r) => R::TxnOffsetCommit(crate::groups::txn_offset_commit_error(r, e)),
+        K::AddOffsetsToTxn(_) => {
+            R::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(c))
+        }
+        K::EndTxn(_) => R::EndTxn(EndTxnResponse::default().with_error_code(c)),
+        K::AddPartitionsToTxn(r) if version < 4 => R::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(
+                r.v3_and_below_topics
+                    .iter()
+                    .map(|t| {
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_results_by_partition(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        AddPartitionsToTxnPartitionResult::default()
+                                            .with_partition_index(*p)
+                                            .with_partition_error_code(c)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        K::AddPartitionsToTxn(_) => {
+            R::AddPartitionsToTxn(AddPartitionsToTxnResponse::default().with_error_code(c))
+        }
+        K::InitProducerId(_) => R::InitProducerId(
+            InitProducerIdResponse::default()
+                .with_error_code(c)
+                .with_producer_id(protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+        K::Produce(r) => R::Produce(
+            ProduceResponse::default().with_responses(
+                r.topic_data
+                    .iter()
+                    .map(|t| {
+                        TopicProduceResponse::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partition_responses(
+                                t.partition_data
+                                    .iter()
+                                    .map(|p| {
+                                        PartitionProduceResponse::default()
+                                            .with_index(p.index)
+                                            .with_error_code(c)
+                                            .with_base_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        K::Fetch(_) => R::Fetch(
+            protocol::messages::FetchResponse::default()
+                .with_error_code(c)
+                .with_session_id(0),
+        ),
+        K::WriteTxnMarkers(r) => R::WriteTxnMarkers(
+            WriteTxnMarkersResponse::default().with_markers(
+                r.markers
+                    .iter()
+                    .map(|m| {
+                        WritableTxnMarkerResult::default()
+                            .with_producer_id(m.producer_id)
+                            .with_topics(
+                                m.topics
+                                    .iter()
+                                    .map(|t| {
+                                        WritableTxnMarkerTopicResult::default()
+                                            .with_name(t.name.clone())
+                                            .with_partitions(
+                                                t.partition_indexes
+                                                    .iter()
+                                                    .map(|p| {
+                                                        WritableTxnMarkerPartitionResult::default()
+                                                            .with_partition_index(*p)
+                                                            .with_error_code(c)
+                                                    })
+                                                    .collect(),
+                                            )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        K::DescribeAcls(_) => R::DescribeAcls(
+            DescribeAclsResponse::default()
+                .with_error_code(c)
+                .with_error_message(Some(denied_message(e))),
+        ),
+        K::CreateAcls(r) => R::CreateAcls(
+            CreateAclsResponse::default().with_results(
+                r.creations
+                    .iter()
+                    .map(|_| {
+                        AclCreationResult::default()
+                            .with_error_code(c)
+                            .with_error_message(Some(denied_message(e)))
+                    })
+                    .collect(),
+            ),
+        ),
+        K::DeleteAcls(r) => R::DeleteAcls(
+            DeleteAclsResponse::default().with_filter_results(
+                r.filters
+                    .iter()
+                    .map(|_| {
+                        DeleteAclsFilterResult::default()
+                            .with_error_code(c)
+                            .with_error_message(Some(denied_message(e)))
+                    })
+                    .collect(),
+            ),
+        ),
+        K::DescribeUserScramCredentials(_) => R::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsResponse::default()
+                .with_error_code(c)
+                .with_error_message(Some(denied_message(e))),
+        ),
+        K::AlterUserScramCredentials(r) => {
+            let mut users: Vec<&protocol::StrBytes> = Vec::new();
+            for u in r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+            {
+                if !users.contains(&u) {
+                    users.push(u);
+                }
+            }
+            R::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .into_iter()
+                        .map(|u| {
+                            AlterUserScramCredentialsResult::default()
+                                .with_user(u.clone())
+                                .with_error_code(c)
+                                .with_error_message(Some(denied_message(e)))
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        // Before v3 there is no error code: Kafka answers no log dirs.
+        K::DescribeLogDirs(_) => {
+            R::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(c))
+        }
+        K::DescribeQuorum(_) => R::DescribeQuorum(
+            DescribeQuorumResponse::default()
+                .with_error_code(c)
+                .with_error_message(Some(denied_message(e))),
+        ),
+        _ => return None,
+    })
+}
+
+fn denied_message(e: ErrorCode) -> protocol::StrBytes {
+    let what = match e {
+        ErrorCode::ClusterAuthorizationFailed => "Cluster authorization failed.",
+        ErrorCode::GroupAuthorizationFailed => "Group authorization failed.",
+        ErrorCode::TransactionalIdAuthorizationFailed => "Transactional Id authorization failed.",
+        _ => "Authorization failed.",
+    };
+    protocol::StrBytes::from_static_str(what)
+}

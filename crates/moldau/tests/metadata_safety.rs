@@ -37,6 +37,10 @@ async fn populate(server: &Server) {
         }
     }
     producer.close().await.unwrap();
+    // A last frame after every victim's: the damaged frames must be mid-log (a damaged last
+    // frame is a torn tail, cut at start). A broker that is the last one alive writes no
+    // controlled-shutdown record any more, so the log would otherwise end at t5's topic.
+    admin.create_topic(NewTopic::new("tail", 1)).await.unwrap();
 }
 
 async fn end_offsets(server: &Server, topics: &[&str]) -> Vec<i64> {

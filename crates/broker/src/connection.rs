@@ -283,7 +283,11 @@ async fn serve_halves<R, W>(
             match &reply {
                 Reply::Ready(b) => responses.add(b.len()),
                 Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
-                Reply::None | Reply::Later(_) | Reply::LaterChunks(_) | Reply::Close => {}
+                Reply::None
+                | Reply::Later(_)
+                | Reply::LaterChunks(_)
+                | Reply::Close
+                | Reply::Serial { .. } => {}
             }
             let close = matches!(reply, Reply::Close);
             if tx.send((reply, timer)).await.is_err() || close {
@@ -342,6 +346,10 @@ async fn serve_halves<R, W>(
                 break;
             }
         };
+        let (reply, serial) = match reply {
+            Reply::Serial { reply, done } => (*reply, Some(done)),
+            reply => (reply, None),
+        };
         // The request's bytes are gone once its handler has run.
         drop(permit);
         timer.handled();
@@ -352,11 +360,18 @@ async fn serve_halves<R, W>(
             }
             Reply::Ready(b) => responses.add(b.len()),
             Reply::Chunks(c) => responses.add(c.iter().map(Bytes::len).sum()),
-            Reply::Later(_) | Reply::LaterChunks(_) | Reply::Close => {}
+            Reply::Later(_) | Reply::LaterChunks(_) | Reply::Close | Reply::Serial { .. } => {}
         }
         let close = matches!(reply, Reply::Close);
         if tx.send((reply, Some(timer))).await.is_err() || close {
             break;
+        }
+        if let Some(done) = serial {
+            // The next request waits until this one has taken effect (see `Reply::Serial`).
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = done => {}
+            }
         }
     }
     drop(tx);
@@ -396,7 +411,8 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             Reply::Chunks(c) => Some((c, true)),
             Reply::Later(fut) => fut.await.map(|b| (vec![b], false)),
             Reply::LaterChunks(fut) => fut.await.map(|c| (c, false)),
-            Reply::None | Reply::Close => None,
+            // The reader unwraps `Serial` before queueing; nothing to write for these.
+            Reply::None | Reply::Close | Reply::Serial { .. } => None,
         };
         let Some((chunks, counted)) = chunks else {
             // A handler could not encode its response (a bug, logged there): the client

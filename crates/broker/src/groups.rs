@@ -363,6 +363,73 @@ impl Groups {
         client_host: &str,
         body: RequestKind,
     ) -> Reply {
+        if let RequestKind::TxnOffsetCommit(r) = &body {
+            if let Some(node) = state.txns.remote_coordinator(state, &r.transactional_id.0) {
+                return self.txn_offset_commit_remote(
+                    state,
+                    ctx,
+                    client_id,
+                    client_host,
+                    body,
+                    node,
+                );
+            }
+        }
+        self.handle_verified(state, ctx, client_id, client_host, body, None)
+    }
+
+    /// A TxnOffsetCommit whose transaction coordinator is on broker `node`: KIP-890
+    /// verification asks it first (AddPartitionsToTxn v4+, verify only), then the request is
+    /// handled with that answer.
+    fn txn_offset_commit_remote(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        ctx: Ctx,
+        client_id: &str,
+        client_host: &str,
+        body: RequestKind,
+        node: i32,
+    ) -> Reply {
+        let RequestKind::TxnOffsetCommit(r) = &body else {
+            return self.handle_verified(state, ctx, client_id, client_host, body, None);
+        };
+        let partition = self.lock().partition_for(&r.group_id.0);
+        let tp: BTreeSet<(String, i32)> = [(OFFSETS_TOPIC.to_string(), partition)]
+            .into_iter()
+            .collect();
+        let (txn_id, pid, epoch) = (
+            r.transactional_id.0.to_string(),
+            r.producer_id.0,
+            r.producer_epoch,
+        );
+        let (this, state) = (self.clone(), state.clone());
+        let (client_id, client_host) = (client_id.to_string(), client_host.to_string());
+        Reply::Later(Box::pin(async move {
+            let answers = state
+                .txns
+                .verify_remote(&state, node, &txn_id, pid, epoch, &tp)
+                .await;
+            let verdict = match answers.into_values().find(|e| *e != ErrorCode::None) {
+                None => Ok(()),
+                Some(e) => Err(e),
+            };
+            this.handle_verified(&state, ctx, &client_id, &client_host, body, Some(verdict))
+                .into_frame()
+                .await
+        }))
+    }
+
+    /// Handles one group API request; `verified` is a TxnOffsetCommit's KIP-890 answer when
+    /// a remote coordinator already gave it.
+    fn handle_verified(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        ctx: Ctx,
+        client_id: &str,
+        client_host: &str,
+        body: RequestKind,
+        verified: Option<Result<(), ErrorCode>>,
+    ) -> Reply {
         if let RequestKind::FindCoordinator(req) = body {
             let state = state.clone();
             return Reply::Later(Box::pin(async move {
@@ -430,7 +497,7 @@ impl Groups {
         // part of the producer's ongoing transaction.
         let body = match body {
             RequestKind::TxnOffsetCommit(r) => {
-                match self.verify_txn_offsets(state, &r, ctx.version) {
+                match self.verify_txn_offsets(state, &r, ctx.version, verified) {
                     Ok(()) => RequestKind::TxnOffsetCommit(r),
                     Err(e) => {
                         self.pending
@@ -593,34 +660,37 @@ impl Groups {
     }
 
     /// KIP-890 verification of a TxnOffsetCommit: the group's `__consumer_offsets` partition
-    /// must be in the producer's ongoing transaction. Errors as Kafka maps them for this API.
+    /// must be in the producer's ongoing transaction (`verified`: the answer a remote
+    /// coordinator gave, else the local coordinator is asked). Errors as Kafka maps them for
+    /// this API.
     fn verify_txn_offsets(
         &self,
         state: &BrokerState,
         r: &TxnOffsetCommitRequest,
         version: i16,
+        verified: Option<Result<(), ErrorCode>>,
     ) -> Result<(), ErrorCode> {
-        let partition = self.lock().partition_for(&r.group_id.0);
-        let tp = [(OFFSETS_TOPIC.to_string(), partition)]
-            .into_iter()
-            .collect();
-        state
-            .txns
-            .verify(
+        let verdict = verified.unwrap_or_else(|| {
+            let partition = self.lock().partition_for(&r.group_id.0);
+            let tp = [(OFFSETS_TOPIC.to_string(), partition)]
+                .into_iter()
+                .collect();
+            state.txns.verify(
                 &r.transactional_id.0,
                 r.producer_id.0,
                 r.producer_epoch,
                 &tp,
             )
-            .map_err(|e| match e {
-                ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
-                ErrorCode::TransactionAbortable if version < 4 => ErrorCode::InvalidTxnState,
-                ErrorCode::ConcurrentTransactions
-                | ErrorCode::NotCoordinator
-                | ErrorCode::CoordinatorNotAvailable
-                | ErrorCode::CoordinatorLoadInProgress => ErrorCode::CoordinatorNotAvailable,
-                e => e,
-            })
+        });
+        verdict.map_err(|e| match e {
+            ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+            ErrorCode::TransactionAbortable if version < 4 => ErrorCode::InvalidTxnState,
+            ErrorCode::ConcurrentTransactions
+            | ErrorCode::NotCoordinator
+            | ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::CoordinatorLoadInProgress => ErrorCode::CoordinatorNotAvailable,
+            e => e,
+        })
     }
 
     /// A transaction marker is durable on `__consumer_offsets` partition `partition`: the

@@ -20,6 +20,7 @@ mod lifecycle;
 mod log_dirs;
 mod memory;
 pub mod metrics;
+mod peers;
 mod replica;
 mod replicator;
 mod sasl;

@@ -11,6 +11,7 @@
 
 use crate::handlers::{Ctx, Reply};
 use crate::internal_replay::{replay_partition, Replayed};
+use crate::peers::PeerLinks;
 use crate::state::BrokerState;
 use crate::txn_markers::MarkerChannel;
 use coordinator::{
@@ -19,7 +20,13 @@ use coordinator::{
 };
 use metadata::{MetadataDelta, MetadataImage};
 use model::ErrorCode;
-use protocol::{RequestKind, ResponseKind};
+use protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ProducerId, TopicName, TransactionalId,
+};
+use protocol::{RequestKind, ResponseKind, StrBytes};
 use record::{BatchBuilder, Compression, NewRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +35,19 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// The leader of `transactional_id`'s `__transaction_state` partition in `image`.
+fn coordinator_leader(image: &MetadataImage, transactional_id: &str) -> Result<i32, ErrorCode> {
+    let topic = image
+        .topic(TXN_TOPIC)
+        .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+    let p = coordinator::partition_for(transactional_id, topic.partitions.len() as i32);
+    topic
+        .partitions
+        .get(p as usize)
+        .map(|pi| pi.leader)
+        .ok_or(ErrorCode::CoordinatorNotAvailable)
+}
 
 /// The config overrides `__transaction_state` always has (Kafka's): compacted, uncompressed,
 /// `transaction.state.log.segment.bytes` segments.
@@ -75,6 +95,9 @@ pub struct Transactions {
     /// `__transaction_state` partitions loaded (the ones this broker leads).
     loaded: Mutex<BTreeSet<i32>>,
     pub markers: Arc<MarkerChannel>,
+    /// Links to the other brokers: markers for partitions they lead, verification with a
+    /// coordinator they host.
+    pub peers: PeerLinks,
 }
 
 impl std::fmt::Debug for Transactions {
@@ -92,6 +115,7 @@ impl Transactions {
             wake: Notify::new(),
             loaded: Mutex::new(BTreeSet::new()),
             markers: Arc::new(MarkerChannel::default()),
+            peers: PeerLinks::default(),
         }
     }
 
@@ -251,15 +275,7 @@ impl Transactions {
         key: &str,
     ) -> Result<CoordinatorNode, ErrorCode> {
         let image = state.image();
-        let topic = image
-            .topic(TXN_TOPIC)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-        let p = coordinator::partition_for(key, topic.partitions.len() as i32);
-        let leader = topic
-            .partitions
-            .get(p as usize)
-            .map(|pi| pi.leader)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let leader = coordinator_leader(&image, key)?;
         let endpoint = image
             .brokers
             .get(&leader)
@@ -271,6 +287,106 @@ impl Transactions {
             host: endpoint.host.clone(),
             port: endpoint.port,
         })
+    }
+
+    /// The broker whose coordinator answers for `transactional_id` when it is another one
+    /// (`None`: this broker, or no leader is known yet, so the local coordinator answers,
+    /// NOT_COORDINATOR if it does not own the id).
+    pub fn remote_coordinator(&self, state: &BrokerState, transactional_id: &str) -> Option<i32> {
+        coordinator_leader(&state.image(), transactional_id)
+            .ok()
+            .filter(|&leader| leader >= 0 && leader != state.node_id)
+    }
+
+    /// KIP-890 verification with the coordinator on broker `node` (AddPartitionsToTxn v4+,
+    /// verify only): the error for every partition asked about (COORDINATOR_NOT_AVAILABLE for
+    /// all of them when the coordinator cannot be reached).
+    pub async fn verify_remote(
+        &self,
+        state: &BrokerState,
+        node: i32,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &BTreeSet<(String, i32)>,
+    ) -> HashMap<(String, i32), ErrorCode> {
+        let all = |e: ErrorCode| partitions.iter().map(|tp| (tp.clone(), e)).collect();
+        let Some(link) = self.peers.link(state, node).await else {
+            return all(ErrorCode::CoordinatorNotAvailable);
+        };
+        let api = protocol::ApiKey::AddPartitionsToTxn as i16;
+        let Some(version) = link
+            .versions(api)
+            .map(|(_, max)| max.min(5))
+            .filter(|&v| v >= 4)
+        else {
+            tracing::warn!(node, "the coordinator's broker cannot verify transactional writes (no AddPartitionsToTxn v4)");
+            return all(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            topics.entry(t.as_str()).or_default().push(*p);
+        }
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    transactional_id.to_string(),
+                )))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_verify_only(true)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            AddPartitionsToTxnTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                                .with_partitions(ps)
+                        })
+                        .collect(),
+                ),
+        ]);
+        let Some(body) = crate::controller_api::encode_body(&request, version) else {
+            return all(ErrorCode::UnknownServerError);
+        };
+        let mut answer = match link
+            .call_encoded(api, version, body, Duration::from_secs(30))
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => {
+                self.peers.failed(node, &link).await;
+                tracing::debug!(node, error = %e, "transaction verification with a remote coordinator failed");
+                return all(ErrorCode::CoordinatorNotAvailable);
+            }
+        };
+        let response =
+            match <AddPartitionsToTxnResponse as protocol::Decode>::decode(&mut answer, version) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "undecodable AddPartitionsToTxn answer");
+                    return all(ErrorCode::CoordinatorNotAvailable);
+                }
+            };
+        if response.error_code != 0 {
+            return all(ErrorCode::from_code(response.error_code));
+        }
+        let mut out: HashMap<(String, i32), ErrorCode> = HashMap::new();
+        for r in &response.results_by_transaction {
+            for t in &r.topic_results {
+                for p in &t.results_by_partition {
+                    out.insert(
+                        (t.name.0.to_string(), p.partition_index),
+                        ErrorCode::from_code(p.partition_error_code),
+                    );
+                }
+            }
+        }
+        // A partition the answer leaves out was not verified.
+        for tp in partitions {
+            out.entry(tp.clone()).or_insert(ErrorCode::InvalidTxnState);
+        }
+        out
     }
 
     /// KIP-890 verification for a local transactional write: Ok when every partition is

@@ -6,19 +6,23 @@
 //! One task drains the queue in rounds: every ready marker whose partition this broker leads
 //! is appended at once, then the round waits for their (group-committed) fsync and
 //! acknowledges them together. Markers for partitions another broker leads take the
-//! inter-broker path: a WriteTxnMarkers request per destination broker. Until brokers have
-//! inter-broker clients (the cluster work), those markers are retried with a backoff and a
-//! warning, never dropped, so a transaction whose partitions moved completes once the path
-//! exists or leadership comes back. Markers of a `__transaction_state` partition that this
-//! broker stopped coordinating (or coordinates at a newer epoch) are dropped: the new
-//! coordinator sends them again from its log.
+//! inter-broker path: one WriteTxnMarkers request per destination broker and round, sent on
+//! its own task over the peer link (`peers`), each partition acknowledged on its own answer.
+//! A marker that could not be written (the leader moved, the peer is unreachable, a storage
+//! error) is retried with a backoff, its destination looked up again, never dropped; one
+//! that a newer producer epoch or coordinator already superseded is not retried (as Kafka).
+//! Markers of a `__transaction_state` partition that this broker stopped coordinating (or
+//! coordinates at a newer epoch) are dropped: the new coordinator sends them again from its
+//! log.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use coordinator::{MarkerAck, MarkerRequest};
 use model::ErrorCode;
+use protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+use protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use record::EndTxnMarker;
 use storage::{AppendError, AppendInfo};
 use tokio::sync::Notify;
@@ -53,6 +57,8 @@ enum Destination {
     /// The partition no longer exists: nothing to mark.
     Gone,
     Local(Arc<Partition>),
+    /// This broker leads it but has not opened it yet: try again shortly.
+    NotReady,
     /// Another broker leads it (node id).
     Remote(i32),
 }
@@ -104,8 +110,7 @@ fn destination(state: &BrokerState, topic: &str, partition: i32) -> Destination 
     if p.leader == state.node_id {
         match state.replicas.get(topic, partition) {
             Some(local) => Destination::Local(local),
-            // Being opened: try again shortly.
-            None => Destination::Remote(state.node_id),
+            None => Destination::NotReady,
         }
     } else {
         Destination::Remote(p.leader)
@@ -150,6 +155,24 @@ impl MarkerChannel {
         self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Puts markers back in the queue after a failed attempt, each with its backoff.
+    fn requeue(&self, retry: Vec<MarkerWork>) {
+        if retry.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            for mut w in retry {
+                w.attempts = w.attempts.saturating_add(1);
+                let backoff = (RETRY_BACKOFF_MIN_MS << w.attempts.min(5)).min(RETRY_BACKOFF_MAX_MS);
+                w.not_before = Some(now + Duration::from_millis(backoff));
+                q.push_back(w);
+            }
+        }
+        self.notify.notify_one();
+    }
+
     /// Delivers markers until the broker stops.
     pub async fn run(self: Arc<Self>, state: Arc<BrokerState>) {
         loop {
@@ -192,8 +215,9 @@ impl MarkerChannel {
     }
 
     /// One delivery round: append local markers, wait for them to be durable, acknowledge.
-    async fn round(&self, state: &Arc<BrokerState>, ready: Vec<MarkerWork>) {
+    async fn round(self: &Arc<Self>, state: &Arc<BrokerState>, ready: Vec<MarkerWork>) {
         let mut acks: Vec<MarkerWork> = Vec::new();
+        let mut remote: BTreeMap<i32, Vec<MarkerWork>> = BTreeMap::new();
         let mut appended: Vec<(MarkerWork, Arc<Partition>, i64)> = Vec::new();
         let mut retry: Vec<MarkerWork> = Vec::new();
         for w in ready {
@@ -224,15 +248,12 @@ impl MarkerChannel {
                         },
                     }
                 }
-                Destination::Remote(node) => {
-                    if w.attempts == 0 || w.attempts % 20 == 0 {
-                        tracing::warn!(transactional_id = %w.transactional_id, topic = %w.topic,
-                            partition = w.partition, leader = node,
-                            "transaction marker for a partition led by another broker: no inter-broker path yet; retrying");
-                    }
-                    retry.push(w);
-                }
+                Destination::NotReady => retry.push(w),
+                Destination::Remote(node) => remote.entry(node).or_default().push(w),
             }
+        }
+        for (node, works) in remote {
+            tokio::spawn(self.clone().send_remote(state.clone(), node, works));
         }
         for (w, p, offset) in appended {
             match p.log.wait_durable(offset).await {
@@ -259,15 +280,136 @@ impl MarkerChannel {
                 .collect();
             state.txns.marker_written(state, &acks);
         }
-        if !retry.is_empty() {
-            let now = Instant::now();
-            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            for mut w in retry {
-                w.attempts = w.attempts.saturating_add(1);
-                let backoff = (RETRY_BACKOFF_MIN_MS << w.attempts.min(5)).min(RETRY_BACKOFF_MAX_MS);
-                w.not_before = Some(now + Duration::from_millis(backoff));
-                q.push_back(w);
+        self.requeue(retry);
+    }
+
+    /// Sends the markers of one round for partitions `node` leads as one WriteTxnMarkers
+    /// request; acknowledges each partition written, retries the others.
+    async fn send_remote(
+        self: Arc<Self>,
+        state: Arc<BrokerState>,
+        node: i32,
+        works: Vec<MarkerWork>,
+    ) {
+        let log_failure = |works: &[MarkerWork], why: &str| {
+            for w in works
+                .iter()
+                .filter(|w| w.attempts == 0 || w.attempts % 20 == 0)
+            {
+                tracing::warn!(transactional_id = %w.transactional_id, topic = %w.topic,
+                    partition = w.partition, leader = node, attempts = w.attempts,
+                    "sending a transaction marker failed ({why}); retrying");
+            }
+        };
+        let Some(link) = state.txns.peers.link(&state, node).await else {
+            log_failure(&works, "leader unreachable");
+            self.requeue(works);
+            return;
+        };
+        let response = match link.call(&marker_request(&works)).await {
+            Ok(r) => r,
+            Err(e) => {
+                state.txns.peers.failed(node, &link).await;
+                log_failure(&works, &e.to_string());
+                self.requeue(works);
+                return;
+            }
+        };
+        let results = marker_results(&response);
+        let mut acks = Vec::new();
+        let mut retry = Vec::new();
+        for w in works {
+            match results.get(&(w.producer_id, w.topic.as_str(), w.partition)) {
+                Some(ErrorCode::None) => acks.push(w),
+                Some(
+                    e @ (ErrorCode::InvalidProducerEpoch | ErrorCode::TransactionCoordinatorFenced),
+                ) => {
+                    tracing::warn!(transactional_id = %w.transactional_id, topic = %w.topic,
+                        partition = w.partition, leader = node, error = %e.name(),
+                        "transaction marker fenced; not retrying");
+                }
+                other => {
+                    if w.attempts == 0 || w.attempts % 20 == 0 {
+                        tracing::warn!(transactional_id = %w.transactional_id, topic = %w.topic,
+                            partition = w.partition, leader = node,
+                            error = other.map_or("no answer for the partition", |e| e.name()),
+                            "transaction marker not written; retrying");
+                    }
+                    retry.push(w);
+                }
+            }
+        }
+        if !acks.is_empty() {
+            let acks: Vec<MarkerAck> = acks
+                .into_iter()
+                .map(|w| MarkerAck {
+                    transactional_id: w.transactional_id,
+                    producer_id: w.producer_id,
+                    producer_epoch: w.producer_epoch,
+                    topic: w.topic,
+                    partition: w.partition,
+                })
+                .collect();
+            state.txns.marker_written(&state, &acks);
+        }
+        self.requeue(retry);
+    }
+}
+
+/// One WriteTxnMarkers request for `works`: a marker per transaction (producer, epoch,
+/// result, coordinator epoch), its partitions grouped by topic.
+fn marker_request(works: &[MarkerWork]) -> WriteTxnMarkersRequest {
+    type Key = (i64, i16, bool, i32);
+    let mut by_txn: BTreeMap<Key, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+    for w in works {
+        by_txn
+            .entry((
+                w.producer_id,
+                w.producer_epoch,
+                w.commit,
+                w.coordinator_epoch,
+            ))
+            .or_default()
+            .entry(w.topic.as_str())
+            .or_default()
+            .push(w.partition);
+    }
+    let markers = by_txn
+        .into_iter()
+        .map(|((pid, epoch, commit, coordinator_epoch), topics)| {
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_transaction_result(commit)
+                .with_coordinator_epoch(coordinator_epoch)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            WritableTxnMarkerTopic::default()
+                                .with_name(TopicName(t.to_string().into()))
+                                .with_partition_indexes(ps)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    WriteTxnMarkersRequest::default().with_markers(markers)
+}
+
+/// The error of every partition a WriteTxnMarkers response answers, by (producer id, topic,
+/// partition).
+fn marker_results(response: &WriteTxnMarkersResponse) -> HashMap<(i64, &str, i32), ErrorCode> {
+    let mut out = HashMap::new();
+    for m in &response.markers {
+        for t in &m.topics {
+            for p in &t.partitions {
+                out.insert(
+                    (m.producer_id.0, t.name.0.as_str(), p.partition_index),
+                    ErrorCode::from_code(p.error_code),
+                );
             }
         }
     }
+    out
 }

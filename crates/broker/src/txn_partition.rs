@@ -7,11 +7,13 @@
 //! the transaction (an abort racing the produce): the batch would then open a transaction
 //! that no marker will ever close, and the last stable offset would hang behind it forever
 //! (KAFKA-17754). So a verification takes a guard first; writing a marker for the producer
-//! drops its guard; the append goes ahead only if its guard survived. Appends with an open
+//! drops its guards; the append goes ahead only if its guard survived. Appends with an open
 //! transaction and markers are serialised by the same lock, so "is a transaction open" and
-//! the append are one step.
+//! the append are one step. A verification with a coordinator on another broker takes its
+//! guard before the request goes out (`begin_verification`) and checks it when the append
+//! runs (`verification_alive`), so a marker written while the answer travels is seen too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -30,7 +32,8 @@ pub struct TxnGuards {
 #[derive(Debug, Default)]
 struct Guards {
     next: u64,
-    by_producer: HashMap<i64, u64>,
+    /// Guards of verifications in progress, by producer id.
+    by_producer: HashMap<i64, HashSet<u64>>,
 }
 
 /// Why a transactional append was refused.
@@ -49,6 +52,29 @@ impl TxnGuards {
     }
 }
 
+impl Guards {
+    fn take(&mut self, producer_id: i64) -> u64 {
+        self.next += 1;
+        self.by_producer
+            .entry(producer_id)
+            .or_default()
+            .insert(self.next);
+        self.next
+    }
+
+    /// Removes `guard`; whether it was still there (no marker for the producer since).
+    fn release(&mut self, producer_id: i64, guard: u64) -> bool {
+        let Some(set) = self.by_producer.get_mut(&producer_id) else {
+            return false;
+        };
+        let alive = set.remove(&guard);
+        if set.is_empty() {
+            self.by_producer.remove(&producer_id);
+        }
+        alive
+    }
+}
+
 impl Partition {
     /// Appends a transactional producer's batches. If the producer has no open transaction
     /// here, `verify` asks the coordinator first (it runs without the partition's lock).
@@ -63,24 +89,42 @@ impl Partition {
             if self.log.has_ongoing_transaction(producer_id) {
                 return self.append_locked(batches);
             }
-            g.next += 1;
-            let guard = g.next;
-            g.by_producer.insert(producer_id, guard);
-            guard
+            g.take(producer_id)
         };
         if let Err(e) = verify() {
-            let mut g = self.txn.lock();
-            if g.by_producer.get(&producer_id) == Some(&guard) {
-                g.by_producer.remove(&producer_id);
-            }
+            self.txn.lock().release(producer_id, guard);
             return Err(TxnAppendError::NotVerified(Some(e)));
         }
         let mut g = self.txn.lock();
-        if g.by_producer.get(&producer_id) != Some(&guard) {
+        if !g.release(producer_id, guard) {
             return Err(TxnAppendError::NotVerified(None));
         }
-        g.by_producer.remove(&producer_id);
         self.append_locked(batches)
+    }
+
+    /// Takes a verification guard for a producer that has no open transaction here (`None`
+    /// when it has one: its appends need no verification), before asking a remote
+    /// coordinator. Release it with `end_verification`.
+    pub fn begin_verification(&self, producer_id: i64) -> Option<u64> {
+        let mut g = self.txn.lock();
+        if self.log.has_ongoing_transaction(producer_id) {
+            return None;
+        }
+        Some(g.take(producer_id))
+    }
+
+    /// Whether no marker for the producer was written since `guard` was taken.
+    pub fn verification_alive(&self, producer_id: i64, guard: u64) -> bool {
+        self.txn
+            .lock()
+            .by_producer
+            .get(&producer_id)
+            .is_some_and(|s| s.contains(&guard))
+    }
+
+    /// Releases a guard of `begin_verification`.
+    pub fn end_verification(&self, producer_id: i64, guard: u64) {
+        self.txn.lock().release(producer_id, guard);
     }
 
     fn append_locked(

@@ -39,6 +39,31 @@ pub enum Reply {
     /// Close the connection after the replies before this one, reading nothing more from it
     /// (Kafka's answer to requests it cannot parse, and to a failed acks=0 produce).
     Close,
+    /// `reply`, for a request whose effects are not all done when its handler returns (a
+    /// transactional produce verified with a coordinator on another broker): the connection
+    /// reads its next request only once `done` fires (or is dropped), so the requests of one
+    /// connection take effect in the order they were sent, as Kafka's muted channels do.
+    Serial {
+        reply: Box<Reply>,
+        done: tokio::sync::oneshot::Receiver<()>,
+    },
+}
+
+impl Reply {
+    /// The whole response frame, once ready (`None`: no response, or it could not be
+    /// encoded). For handlers that finish another handler's reply inside their own.
+    pub fn into_frame(self) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send>> {
+        Box::pin(async move {
+            match self {
+                Reply::Ready(b) => Some(b),
+                Reply::Later(f) => f.await,
+                Reply::Chunks(c) => Some(c.concat().into()),
+                Reply::LaterChunks(f) => f.await.map(|c| c.concat().into()),
+                Reply::None | Reply::Close => None,
+                Reply::Serial { reply, .. } => reply.into_frame().await,
+            }
+        })
+    }
 }
 
 /// The version, correlation id and API of the request being answered, the listener it
@@ -339,13 +364,7 @@ pub fn dispatch(
                     &client_host,
                     RequestKind::InitProducerId(r),
                 );
-                match reply {
-                    Reply::Ready(b) => Some(b),
-                    Reply::Later(f) => f.await,
-                    Reply::Chunks(c) => Some(c.concat().into()),
-                    Reply::LaterChunks(f) => f.await.map(|c| c.concat().into()),
-                    Reply::None | Reply::Close => None,
-                }
+                reply.into_frame().await
             }))
         }
         RequestKind::InitProducerId(r) => {

@@ -1,5 +1,11 @@
 //! Produce: validate and append each partition's batches in request order, then answer
 //! (acks=1), wait for the group-committed fsync (acks=all), or stay silent (acks=0).
+//!
+//! A transactional producer's first batch on a partition is verified with its transaction
+//! coordinator (KIP-890 part 1). When that coordinator is on another broker, the request's
+//! partitions are verified first with one AddPartitionsToTxn (v4+, verify only) and appended
+//! afterwards; the connection reads nothing else meanwhile (`Reply::Serial`), so its appends
+//! keep the order they were sent in, as Kafka's muted channels do.
 
 use super::{code, from_uuid, Ctx, Reply};
 use crate::replica::Partition;
@@ -13,7 +19,7 @@ use protocol::messages::produce_response::{
 use protocol::messages::{ProduceRequest, ProduceResponse};
 use protocol::ResponseKind;
 use record::BatchHeader;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use storage::AppendInfo;
 
@@ -25,7 +31,141 @@ struct Appended {
     last_offset: i64,
 }
 
+/// How a transactional producer's first batch on a partition is verified.
+enum Verifier {
+    /// With this broker's transaction coordinator.
+    Local,
+    /// With a coordinator on another broker, already asked: its answer per partition, and
+    /// the guard each partition took before asking (a marker since then voids the answer).
+    Remote {
+        answers: HashMap<(String, i32), ErrorCode>,
+        guards: HashMap<(String, i32), (Arc<Partition>, u64)>,
+    },
+}
+
+impl Verifier {
+    fn verify(
+        &self,
+        state: &BrokerState,
+        txn_id: &str,
+        pid: i64,
+        epoch: i16,
+        tp: &BTreeSet<(String, i32)>,
+    ) -> Result<(), ErrorCode> {
+        match self {
+            Verifier::Local => state.txns.verify(txn_id, pid, epoch, tp),
+            Verifier::Remote { answers, guards } => {
+                for key in tp {
+                    match answers.get(key) {
+                        Some(ErrorCode::None) => {}
+                        Some(e) => return Err(*e),
+                        // It had an open transaction when the request came in, closed since.
+                        None => return Err(ErrorCode::TransactionAbortable),
+                    }
+                    if !guards
+                        .get(key)
+                        .is_some_and(|(p, g)| p.verification_alive(pid, *g))
+                    {
+                        return Err(ErrorCode::TransactionAbortable);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply {
+    match req.transactional_id.as_ref() {
+        Some(txn_id) if req.acks != 0 => {
+            match state.txns.remote_coordinator(state, txn_id.as_str()) {
+                Some(node) => produce_remote_verified(state, ctx, req, node),
+                None => produce_with(state, ctx, req, &Verifier::Local),
+            }
+        }
+        _ => produce_with(state, ctx, req, &Verifier::Local),
+    }
+}
+
+/// A transactional produce whose coordinator is on broker `node`: every partition whose
+/// producer has no open transaction here takes a guard, one AddPartitionsToTxn asks the
+/// coordinator about all of them, then the request is appended as usual with those answers.
+fn produce_remote_verified(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    req: ProduceRequest,
+    node: i32,
+) -> Reply {
+    let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.to_string()) else {
+        return produce_with(state, ctx, req, &Verifier::Local);
+    };
+    let image = state.image();
+    let mut producer: Option<(i64, i16)> = None;
+    let mut guards = HashMap::new();
+    for td in &req.topic_data {
+        let name = if ctx.version >= 13 {
+            image
+                .topic_by_id(from_uuid(td.topic_id))
+                .map(|t| t.name.to_string())
+        } else {
+            Some(td.name.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for pd in &td.partition_data {
+            let Some(header) = pd
+                .records
+                .as_ref()
+                .and_then(|r| BatchHeader::parse(r).ok())
+                .filter(|h| h.is_transactional() && !h.is_control() && h.producer_id >= 0)
+            else {
+                continue;
+            };
+            let Ok(partition) = state.leader_partition(&name, pd.index) else {
+                continue;
+            };
+            producer.get_or_insert((header.producer_id, header.producer_epoch));
+            if let Some(g) = partition.begin_verification(header.producer_id) {
+                guards.insert((name.clone(), pd.index), (partition, g));
+            }
+        }
+    }
+    let Some((pid, epoch)) = producer.filter(|_| !guards.is_empty()) else {
+        // Nothing to verify: every partition already has the producer's open transaction.
+        return produce_with(state, ctx, req, &Verifier::Local);
+    };
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let (reply_tx, reply_rx) = tokio::sync::oneshot::channel::<Reply>();
+    let state = state.clone();
+    tokio::spawn(async move {
+        let asked: BTreeSet<(String, i32)> = guards.keys().cloned().collect();
+        let answers = state
+            .txns
+            .verify_remote(&state, node, &txn_id, pid, epoch, &asked)
+            .await;
+        let verifier = Verifier::Remote { answers, guards };
+        let reply = produce_with(&state, ctx, req, &verifier);
+        if let Verifier::Remote { guards, .. } = verifier {
+            for (partition, g) in guards.into_values() {
+                partition.end_verification(pid, g);
+            }
+        }
+        let _ = done_tx.send(());
+        let _ = reply_tx.send(reply);
+    });
+    Reply::Serial {
+        reply: Box::new(Reply::Later(Box::pin(async move {
+            reply_rx.await.ok()?.into_frame().await
+        }))),
+        done,
+    }
+}
+
+fn produce_with(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    req: ProduceRequest,
+    verifier: &Verifier,
+) -> Reply {
     let acks = req.acks;
     let version = ctx.version;
     let image = state.image();
@@ -87,7 +227,15 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
             }
             let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
             let bytes_in = records.len();
-            match append(state, txn_id, version, &partition, records, acks == -1) {
+            match append(
+                state,
+                txn_id,
+                version,
+                &partition,
+                records,
+                acks == -1,
+                verifier,
+            ) {
                 Ok(info) => {
                     appended_any = true;
                     if !info.duplicate {
@@ -208,6 +356,7 @@ fn append(
     partition: &Arc<Partition>,
     records: Bytes,
     acks_all: bool,
+    verifier: &Verifier,
 ) -> Result<AppendInfo, (ErrorCode, String)> {
     let invalid = |m: &str| {
         let ec = if version >= 8 {
@@ -242,7 +391,9 @@ fn append(
         ErrorCode::InvalidTxnState
     };
     partition
-        .append_transactional(records, pid, || state.txns.verify(txn_id, pid, epoch, &tp))
+        .append_transactional(records, pid, || {
+            verifier.verify(state, txn_id, pid, epoch, &tp)
+        })
         .map_err(|e| match e {
             TxnAppendError::Append(e) => (e.error_code(), e.to_string()),
             TxnAppendError::NotVerified(None) => (

@@ -25,7 +25,6 @@ use std::sync::Arc;
 /// or the log's refusal (INVALID_PRODUCER_EPOCH for an older producer epoch,
 /// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).
 pub fn write_txn_markers(state: &Arc<BrokerState>, ctx: Ctx, req: WriteTxnMarkersRequest) -> Reply {
-    let image = state.image();
     let mut results = Vec::with_capacity(req.markers.len());
     // (marker index, topic index, partition index) -> durability wait.
     let mut waits = Vec::new();
@@ -39,13 +38,9 @@ pub fn write_txn_markers(state: &Arc<BrokerState>, ctx: Ctx, req: WriteTxnMarker
             let name = t.name.0.to_string();
             let mut partitions = Vec::with_capacity(t.partition_indexes.len());
             for (pi, &p) in t.partition_indexes.iter().enumerate() {
-                let known = image
-                    .topic(&name)
-                    .is_some_and(|ti| p >= 0 && (p as usize) < ti.partitions.len());
-                let e = match state.replicas.get(&name, p) {
-                    _ if !known => ErrorCode::UnknownTopicOrPartition,
-                    None => ErrorCode::NotLeaderOrFollower,
-                    Some(partition) => {
+                let e = match state.leader_partition(&name, p) {
+                    Err(e) => e,
+                    Ok(partition) => {
                         match write_marker(
                             state,
                             &partition,

@@ -497,8 +497,10 @@ pub fn is_private(api_key: i16) -> bool {
 }
 
 /// Cluster ids agree when either side does not know one yet.
+/// Whether a peer's cluster id matches this node's (the committed one, or before this node
+/// has one, its configured `cluster.id`); an empty id on either side is not known yet.
 fn same_cluster(state: &BrokerState, theirs: &str) -> bool {
-    let ours = state.image().cluster_id.clone();
+    let ours = state.known_cluster_id();
     ours.is_empty() || theirs.is_empty() || ours == theirs
 }
 

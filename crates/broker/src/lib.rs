@@ -74,6 +74,17 @@ pub enum BrokerError {
     Tls(String),
 }
 
+/// The reason `rx` eventually gives; pending forever without one (no receiver, or its
+/// sender gone without a verdict).
+async fn verdict(rx: &mut Option<tokio::sync::watch::Receiver<Option<String>>>) -> String {
+    if let Some(r) = rx {
+        if let Ok(why) = r.wait_for(Option::is_some).await {
+            return why.clone().unwrap_or_default();
+        }
+    }
+    std::future::pending().await
+}
+
 impl From<quorum::NodeError> for BrokerError {
     fn from(e: quorum::NodeError) -> Self {
         BrokerError::Quorum(e.to_string())
@@ -213,7 +224,7 @@ impl Broker {
         link_config.request_timeout_ms = 30_000;
         link_config.connect_timeout_ms = 2_000;
         let cancel = CancellationToken::new();
-        let mut observer_fatal = None;
+        let mut quorum_fatal = None;
         let (quorum, leadership) = if config.roles.controller {
             let partition_cap = log_dirs::partition_cap(&config);
             if let Some(note) = &partition_cap.1 {
@@ -260,11 +271,15 @@ impl Broker {
             let transport: Arc<dyn quorum::Transport> = if peers.is_empty() {
                 Arc::new(quorum::NoPeers)
             } else {
-                quorum::transport::PeerTransport::start(
+                let t = quorum::transport::PeerTransport::start(
                     &peers,
                     link_config.clone(),
                     cluster_id.clone(),
-                )
+                );
+                // A majority of voters refusing this node's cluster id stops it, as an
+                // observer's refusal does.
+                quorum_fatal = Some(t.fatal());
+                t
             };
             let runtime = QuorumRuntime::start(
                 runtime_config,
@@ -285,7 +300,7 @@ impl Broker {
                 pub_tx,
                 cancel.clone(),
             );
-            observer_fatal = Some(observer.fatal.clone());
+            quorum_fatal = Some(observer.fatal.clone());
             (None, observer.leadership)
         };
         let quorum_handle = quorum.as_ref().map(|q| q.handle.clone());
@@ -351,17 +366,14 @@ impl Broker {
 
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         if state.config.roles.broker {
+            // Registration waits for the quorum; these say when it never will: the quorum
+            // refused this node's cluster id, or this node's own member failed.
+            let mut quorum_failure = quorum.as_ref().map(|q| q.handle.failure());
             let registered = async {
-                match observer_fatal.as_mut() {
-                    Some(fatal) => {
-                        tokio::select! {
-                            r = lifecycle::register(&state, &incarnation) => r,
-                            why = fatal.wait_for(Option::is_some) => Err(BrokerError::Identity(
-                                why.ok().and_then(|w| w.clone()).unwrap_or_default(),
-                            )),
-                        }
-                    }
-                    None => lifecycle::register(&state, &incarnation).await,
+                tokio::select! {
+                    r = lifecycle::register(&state, &incarnation) => r,
+                    why = verdict(&mut quorum_fatal) => Err(BrokerError::Identity(why)),
+                    why = verdict(&mut quorum_failure) => Err(BrokerError::Quorum(why)),
                 }
             };
             if let Err(e) = registered.await {

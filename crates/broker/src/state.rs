@@ -282,6 +282,15 @@ impl BrokerState {
         self.publish_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The cluster id this node belongs to: the committed image's once it has one, else the
+    /// configured `cluster.id` (or the data dir's), else empty (a new cluster's first start).
+    pub fn known_cluster_id(&self) -> String {
+        self.cluster_id
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
     /// Makes this node follow a committed image: hosted partitions (open, lead or follow,
     /// reconfigure, delete), the group coordinator, then the image handlers read. Called by
     /// the metadata loader, one publication at a time.

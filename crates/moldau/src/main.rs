@@ -95,7 +95,19 @@ fn server(args: ServerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("moldau: {e:#}");
-            ExitCode::FAILURE
+            // The node's configuration contradicts its data dir or the quorum (node.id,
+            // cluster.id): a configuration error, like a bad value.
+            let identity = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<broker::BrokerError>(),
+                    Some(broker::BrokerError::Identity(_))
+                )
+            });
+            if identity {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

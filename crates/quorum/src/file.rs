@@ -85,12 +85,10 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> DiskError {
         offset,
         reason: reason.into(),
         recovery: format!(
-            "To recover: restore {} from a backup; or, if the other controller voters are \
-             healthy, stop this node, move its {} directory aside and start it again: it \
-             catches up from the quorum",
+            "To recover: restore {} from a backup. A voter must not come back with less than \
+             it acknowledged (Raft's safety rests on it): started with an emptied metadata \
+             directory, it is refused as long as the leader knows what it acknowledged",
             path.display(),
-            path.parent()
-                .map_or_else(|| ".".into(), |p| p.display().to_string())
         ),
     }
 }

@@ -380,6 +380,18 @@ impl<D: Disk> MetadataNode<D> {
         if self.failed.is_some() {
             return;
         }
+        // A leader's heartbeat commits up to what this voter acknowledged. Beyond this log's
+        // end, the log lost entries it had acknowledged (deleted, truncated, restored from an
+        // old copy): Raft's safety rests on them, so this voter stops rather than vote or
+        // serve (raft-rs would panic here).
+        let last = self.raw.raft.raft_log.last_index();
+        if msg.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat && msg.commit > last {
+            self.fail(format!(
+                "the metadata log of this voter ends at offset {last}, but leader {} says it acknowledged offset {}: entries it acknowledged were lost (a deleted, truncated or restored metadata dir); restore this node's data dir (a voter cannot rejoin with less than it acknowledged)",
+                msg.from, msg.commit
+            ));
+            return;
+        }
         if let Err(e) = self.raw.step(msg) {
             tracing::debug!(error = %e, "raft step");
         }

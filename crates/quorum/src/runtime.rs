@@ -84,6 +84,7 @@ pub struct QuorumHandle {
     node_id: u64,
     tx: std_mpsc::Sender<Command>,
     leadership: watch::Receiver<Leadership>,
+    failure: watch::Receiver<Option<String>>,
 }
 
 impl std::fmt::Debug for QuorumHandle {
@@ -159,6 +160,12 @@ impl QuorumHandle {
         self.leadership.clone()
     }
 
+    /// Why this node's quorum member stopped working (a failed metadata write, a log that
+    /// lost entries it had acknowledged...), once it did; it never recovers by itself.
+    pub fn failure(&self) -> watch::Receiver<Option<String>> {
+        self.failure.clone()
+    }
+
     /// Stops the node's thread (pending requests get NOT_CONTROLLER).
     pub fn stop(&self) {
         let _ = self.tx.send(Command::Stop);
@@ -195,11 +202,13 @@ impl QuorumRuntime {
         node.run_io(0);
         let (tx, rx) = std_mpsc::channel();
         let (leadership_tx, leadership) = watch::channel(Leadership::default());
+        let (failure_tx, failure) = watch::channel(None);
         let mut driver = Driver {
             node,
             transport,
             publications,
             leadership: leadership_tx,
+            failure: failure_tx,
             started,
             tick: Duration::from_millis(config.tick_ms.max(1)),
             next_token: 1,
@@ -217,6 +226,7 @@ impl QuorumRuntime {
                 node_id,
                 tx,
                 leadership,
+                failure,
             },
             thread: Some(thread),
         })
@@ -249,6 +259,7 @@ struct Driver<D: Disk> {
     transport: std::sync::Arc<dyn Transport>,
     publications: mpsc::UnboundedSender<Publication>,
     leadership: watch::Sender<Leadership>,
+    failure: watch::Sender<Option<String>>,
     started: Instant,
     tick: Duration,
     next_token: Token,
@@ -372,6 +383,11 @@ impl<D: Disk> Driver<D> {
                 let _ = r.reply.send(read);
             } else {
                 i += 1;
+            }
+        }
+        if let Some(why) = self.node.failure() {
+            if self.failure.borrow().is_none() {
+                let _ = self.failure.send(Some(why.to_string()));
             }
         }
         let status = Leadership {

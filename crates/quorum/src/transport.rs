@@ -3,6 +3,10 @@
 //!
 //! Best effort by design: a full queue or a failed connection drops messages, and Raft
 //! retransmits what matters. Nothing here blocks the quorum thread (`send` is a `try_send`).
+//!
+//! Peers refuse messages of another cluster (INCONSISTENT_CLUSTER_ID). When a majority of the
+//! voters refuse this node's cluster id, this node can never be part of a quorum: `fatal`
+//! says why, and the node stops (a minority that refuses a node is the minority's problem).
 
 use crate::runtime::Transport;
 use crate::wire::{decode_error, RaftMessages, RAFT_MESSAGES_API, WIRE_VERSION};
@@ -10,9 +14,9 @@ use client::{ClientConfig, NodeLink};
 use model::ErrorCode;
 use raft::eraftpb::Message;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// Messages queued per peer before new ones are dropped.
 const QUEUE_MESSAGES_MAX: usize = 4096;
@@ -26,6 +30,44 @@ pub type SharedClusterId = Arc<RwLock<String>>;
 /// See the module docs.
 pub struct PeerTransport {
     peers: HashMap<u64, mpsc::Sender<Message>>,
+    fatal: watch::Receiver<Option<String>>,
+}
+
+/// Which peers refused this node's cluster id on their last answer; set `fatal` once they
+/// are a majority of the voters.
+struct Refusals {
+    voters: usize,
+    refused: Mutex<HashMap<u64, bool>>,
+    fatal: watch::Sender<Option<String>>,
+    cluster_id: SharedClusterId,
+}
+
+impl Refusals {
+    fn answered(&self, peer: u64, refused: bool) {
+        let Ok(mut map) = self.refused.lock() else {
+            return;
+        };
+        map.insert(peer, refused);
+        let mut ids: Vec<u64> = map.iter().filter(|(_, r)| **r).map(|(id, _)| *id).collect();
+        if ids.len() > self.voters / 2 {
+            ids.sort_unstable();
+            let mine = self
+                .cluster_id
+                .read()
+                .map(|c| c.clone())
+                .unwrap_or_default();
+            let why = format!(
+                "cluster.id is {mine}, but controller voters {ids:?} (a majority of the quorum) belong to another cluster; this node cannot join it"
+            );
+            self.fatal.send_if_modified(|f| {
+                let first = f.is_none();
+                if first {
+                    *f = Some(why);
+                }
+                first
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for PeerTransport {
@@ -44,6 +86,13 @@ impl PeerTransport {
         client: ClientConfig,
         cluster_id: SharedClusterId,
     ) -> Arc<PeerTransport> {
+        let (fatal_tx, fatal) = watch::channel(None);
+        let refusals = Arc::new(Refusals {
+            voters: peers.len() + 1,
+            refused: Mutex::new(HashMap::new()),
+            fatal: fatal_tx,
+            cluster_id: cluster_id.clone(),
+        });
         let mut senders = HashMap::new();
         for (id, addr) in peers {
             let (tx, rx) = mpsc::channel(QUEUE_MESSAGES_MAX);
@@ -54,9 +103,19 @@ impl PeerTransport {
                 rx,
                 client.clone(),
                 cluster_id.clone(),
+                refusals.clone(),
             ));
         }
-        Arc::new(PeerTransport { peers: senders })
+        Arc::new(PeerTransport {
+            peers: senders,
+            fatal,
+        })
+    }
+
+    /// Why this node cannot be a voter of this quorum, once a majority of it refused this
+    /// node's cluster id (`None` until then).
+    pub fn fatal(&self) -> watch::Receiver<Option<String>> {
+        self.fatal.clone()
     }
 }
 
@@ -75,6 +134,7 @@ async fn peer_loop(
     mut rx: mpsc::Receiver<Message>,
     client: ClientConfig,
     cluster_id: SharedClusterId,
+    refusals: Arc<Refusals>,
 ) {
     let mut link: Option<NodeLink> = None;
     let mut backoff = Duration::from_millis(50);
@@ -121,8 +181,9 @@ async fn peer_loop(
             .await
         {
             Ok(resp) => match decode_error(resp) {
-                Ok(0) => {}
+                Ok(0) => refusals.answered(peer, false),
                 Ok(code) if code == ErrorCode::InconsistentClusterId.code() => {
+                    refusals.answered(peer, true);
                     tracing::error!(peer, %addr, "controller voter belongs to another cluster (different cluster.id); not talking to it");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }

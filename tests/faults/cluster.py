@@ -95,6 +95,8 @@ class Node:
         self.controller_proxy = None
         self.proc: subprocess.Popen | None = None
         self.paused = False
+        # This node's own settings, over the cluster's (e.g. a wrong cluster.id).
+        self.settings: dict[str, object] = {}
         self._log = None
         self._drain: threading.Thread | None = None
         self._lines: queue.Queue = queue.Queue()
@@ -126,6 +128,7 @@ class Node:
                 "controller.quorum.voters": voters,
             })
         settings.update(c.settings)
+        settings.update(self.settings)
         for key, value in settings.items():
             args += ["--set", f"{key}={value}"]
         return args
@@ -196,6 +199,17 @@ class Node:
                     raise HarnessError(f"node {self.id} not serving in {START_TIMEOUT_S}s\n{self.log_tail()}")
                 time.sleep(0.05)
         return self
+
+    def wait_exit(self, timeout: float = START_TIMEOUT_S) -> int:
+        """Waits for a process that is expected to stop by itself (a refused start); its code."""
+        assert self.proc is not None, f"node {self.id} not running"
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise HarnessError(f"node {self.id} still running after {timeout}s\n{self.log_tail()}")
+        self._closed()
+        return code
 
     def kill9(self) -> None:
         """SIGKILL: no shutdown work at all (what was fsynced must survive)."""

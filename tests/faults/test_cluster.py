@@ -13,10 +13,12 @@ CreateTopics), so the stage's output doubles as a rough timing record.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections import Counter
 
+from cluster import api_versions_ok
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # Short broker sessions so fencing is seen in seconds (defaults: 9000 / 2000).
@@ -182,3 +184,116 @@ def test_sigterm_moves_leadership_away_before_exit(clusters, topic):
     assert victim not in brokers_seen_by(observer)
     cluster.restart(victim)
     wait_for("the broker to rejoin", lambda: brokers_seen_by(observer) == [1, 2, 3])
+
+
+def refusal_line(node) -> str:
+    """The one line a refused start printed last (`moldau: ...`)."""
+    lines = [l for l in node.log_path.read_text(errors="replace").splitlines() if l.startswith("moldau: ")]
+    assert lines, node.log_tail()
+    return lines[-1]
+
+
+def test_a_node_with_another_cluster_id_is_refused(clusters, topic):
+    cluster = clusters(3, **SETTINGS)
+    settled(cluster)
+    info = subprocess.run([str(cluster.binary), "cluster", "info", "--json", "-b", cluster.bootstrap],
+                          capture_output=True, text=True, timeout=30, check=True)
+    real_id = json.loads(info.stdout)["cluster_id"]
+    assert real_id
+    node = cluster.node(3)
+    cluster.sigterm(3)
+    node.settings["cluster.id"] = "AnotherClusterIdAAAAAA"
+    # Its data dir says which cluster it belongs to: refused before it talks to anyone.
+    node.spawn()
+    assert node.wait_exit() == 2, node.log_tail()
+    line = refusal_line(node)
+    assert "cluster.id" in line and real_id in line, line
+    # With an empty data dir it reaches the quorum, whose majority refuses its id.
+    kept = node.data_dir.with_name("node-3.kept")
+    node.data_dir.rename(kept)
+    node.spawn()
+    assert node.wait_exit() == 2, node.log_tail()
+    line = refusal_line(node)
+    assert "cluster.id" in line and "another cluster" in line, line
+    # The majority kept serving meanwhile, and the node rejoins with its own data and id.
+    create(cluster.bootstrap, topic, 3, 2)
+    shutil.rmtree(node.data_dir)
+    kept.rename(node.data_dir)
+    node.settings.clear()
+    cluster.restart(3)
+    wait_for("node 3 to rejoin", lambda: brokers_seen_by(node.address) == [1, 2, 3])
+    assert len(wait_for("the topic on node 3", lambda: partitions_of(node.address, topic))) == 3
+
+
+def quorum_epoch(cluster) -> int:
+    out = subprocess.run(
+        [str(cluster.binary), "cluster", "info", "--json", "-b", cluster.bootstrap, "--timeout-ms", "5000"],
+        capture_output=True, text=True, timeout=30, check=True).stdout
+    return json.loads(out)["quorum"]["leader_epoch"]
+
+
+def test_a_voter_with_damaged_metadata_refuses_or_recovers(clusters, topic):
+    """A follower voter's metadata log corrupt in the middle, or missing entries it
+    acknowledged (cut short, deleted): the node refuses to start with one clear line and
+    touches no partition directory while the majority keeps serving. (Once another leader was
+    elected, which no longer knows what the node acknowledged, a cut-short log catches up from
+    the quorum instead; that is accepted only then, and the node must show every topic.)
+    Restored, it rejoins."""
+    cluster = clusters(3, **SETTINGS)
+    controller = settled(cluster)
+    for i in range(3):
+        create(cluster.bootstrap, f"{topic}-{i}", 3, 3)
+    victim = next(n.id for n in cluster.nodes if n.id != controller)
+    node = cluster.node(victim)
+    wait_for("the victim to see the topics", lambda: len(partitions_of(node.address, f"{topic}-2")) == 3)
+    epoch = quorum_epoch(cluster)
+    cluster.sigterm(victim)
+    meta = node.data_dir / "__cluster_metadata-0"
+    backup = node.data_dir.with_name(f"node-{victim}.metadata")
+    shutil.copytree(meta, backup)
+    (log,) = sorted(meta.glob("raft-*.log"))
+    good = log.read_bytes()
+    partition_dirs = sorted(p.name for p in node.data_dir.iterdir() if p.name.startswith(topic))
+    assert len(partition_dirs) == 9
+
+    def start_damaged(damage: str, expect: str) -> None:
+        node.spawn()
+        deadline = time.monotonic() + 60
+        while node.proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{damage}: neither refused nor serving\n{node.log_tail()}")
+            if api_versions_ok(node.port) and quorum_epoch(cluster) != epoch:
+                # Another leader: the node caught up from the quorum; it must show it all.
+                for i in range(3):
+                    assert len(wait_for("topics", lambda i=i: partitions_of(node.address, f"{topic}-{i}"))) == 3
+                print(f"{damage}: recovered from the quorum (leader epoch moved from {epoch})")
+                cluster.sigterm(victim)
+                return
+            time.sleep(0.2)
+        code = node.wait_exit()
+        assert code != 0, f"{damage}: exit {code}"
+        line = refusal_line(node)
+        assert expect in line, f"{damage}: {line}"
+        assert sorted(p.name for p in node.data_dir.iterdir() if p.name.startswith(topic)) == \
+            partition_dirs, f"{damage}: partition directories changed"
+        print(f"{damage}: exit {code}: {line[:200]}...")
+
+    # A flipped byte in the middle: the checksum says so before Raft starts.
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    log.write_bytes(bytes(bad))
+    start_damaged("mid-log corruption", "corrupt")
+    # Entries cut off the end: what is left is valid, but less than it acknowledged.
+    log.write_bytes(good[: len(good) // 2])
+    start_damaged("truncated log", "acknowledged were lost")
+    # No metadata at all.
+    shutil.rmtree(meta)
+    start_damaged("deleted metadata directory", "acknowledged were lost")
+    # The majority served meanwhile; restored, the node rejoins and sees what it missed.
+    create(cluster.bootstrap, f"{topic}-while-down", 3, 2)
+    shutil.rmtree(meta)
+    shutil.copytree(backup, meta)
+    cluster.restart(victim)
+    wait_for("the victim to rejoin", lambda: brokers_seen_by(node.address) == [1, 2, 3])
+    assert len(wait_for("the new topic on the victim",
+                        lambda: partitions_of(node.address, f"{topic}-while-down"))) == 3

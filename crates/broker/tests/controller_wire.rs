@@ -79,6 +79,31 @@ fn isr_request(
             .with_partitions(vec![p])])
 }
 
+/// The partition as this node serves it once its image reached `partition_epoch` (the
+/// answer comes at commit; the node's own image applies it right after).
+async fn served(
+    state: &broker::BrokerState,
+    topic_id: uuid::Uuid,
+    partition_epoch: i32,
+) -> metadata::PartitionRegistration {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let p = state
+            .image()
+            .partition(model::TopicId(*topic_id.as_bytes()), 0)
+            .unwrap()
+            .clone();
+        if p.partition_epoch >= partition_epoch {
+            return p;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "partition epoch {partition_epoch} never applied: {p:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// The one partition's answer: (error, isr, leader epoch, partition epoch).
 fn answer(r: &AlterPartitionResponse) -> (i16, Vec<i32>, i32, i32) {
     assert_eq!(r.error_code, 0, "{r:?}");
@@ -176,18 +201,11 @@ async fn alter_partition_on_a_real_controller_listener() {
         }
     };
 
-    // The leader shrinks the ISR: committed with the partition epoch bumped, served at once.
+    // The leader shrinks the ISR: committed with the partition epoch bumped, then served.
     let r = alter(isr_request(3, me, topic_id, le, pe, &[(1, me.1)]), 3).await;
     assert_eq!(answer(&r), (0, vec![1], le, pe + 1));
-    let served = state
-        .image()
-        .partition(model::TopicId(*topic_id.as_bytes()), 0)
-        .unwrap()
-        .clone();
-    assert_eq!(
-        (served.isr.clone(), served.partition_epoch),
-        (vec![1], pe + 1)
-    );
+    let now = served(&state, topic_id, pe + 1).await;
+    assert_eq!((now.isr.clone(), now.partition_epoch), (vec![1], pe + 1));
     let meta: MetadataResponse = call(&mut b, ApiKey::Metadata, 12, &metadata_request(TOPIC)).await;
     let isr: Vec<i32> = meta.topics[0].partitions[0]
         .isr_nodes
@@ -277,11 +295,7 @@ async fn alter_partition_on_a_real_controller_listener() {
     assert_eq!(answer(&r), (0, vec![1, 2], le, pe + 2));
     let r = alter(isr_request(2, me, topic_id, le, pe + 2, &[(1, -1)]), 2).await;
     assert_eq!(answer(&r), (0, vec![1], le, pe + 3));
-    let last = state
-        .image()
-        .partition(model::TopicId(*topic_id.as_bytes()), 0)
-        .unwrap()
-        .clone();
+    let last = served(&state, topic_id, pe + 3).await;
     assert_eq!(
         (last.isr.clone(), last.partition_epoch, last.leader),
         (vec![1], pe + 3, 1)

@@ -190,3 +190,63 @@ def test_kafka_python_group_configs_survive_restart(broker, kadmin):
             "value": "6000", "config_source": "DYNAMIC_GROUP_CONFIG"}}
     finally:
         admin.close()
+
+
+# --- Found by the admin edge-case scenarios (crates/conformance/scenarios/admin_edges.json) ---
+
+POLICY_VIOLATION = 44
+INVALID_REQUEST = 42
+
+
+def test_confluent_delete_records_on_compacted_topic_is_a_policy_violation(cadmin, broker):
+    """Kafka keeps a compact-only topic's records by key: DeleteRecords answers
+    POLICY_VIOLATION and the log start stays where it was (compact,delete topics may)."""
+    compact, both = _name("dr-compact"), _name("dr-both")
+    for t, policy in ((compact, "compact"), (both, "compact,delete")):
+        cadmin.create_topics([NewTopic(t, 1, 1, config={"cleanup.policy": policy})])[t].result(
+            timeout=20)
+        clients.confluent_produce(broker.bootstrap, t, [{"key": b"k%d" % i, "value": b"v"}
+                                                        for i in range(4)])
+    tp = TopicPartition(compact, 0, 2)
+    with pytest.raises(KafkaException) as e:
+        cadmin.delete_records([tp], request_timeout=15)[tp].result(timeout=20)
+    assert e.value.args[0].code() == POLICY_VIOLATION
+    assert clients.confluent_watermarks(broker.bootstrap, compact) == (0, 4)
+    tp = TopicPartition(both, 0, 2)
+    assert cadmin.delete_records([tp], request_timeout=15)[tp].result(timeout=20).low_watermark == 2
+
+
+def test_confluent_max_timestamp_and_timestamp_lookup_after_delete_records(cadmin, broker):
+    """ListOffsets by timestamp after DeleteRecords moved the log start into a batch: the
+    first record at or after the timestamp that is still in the log (Moldau answered a deleted
+    offset whose timestamp was too early). MAX_TIMESTAMP answers as Kafka 4.4: the first record
+    with the largest timestamp of the segments on disk."""
+    from confluent_kafka.admin import OffsetSpec
+    topic = _name("lo-ts")
+    _create(cadmin, topic)
+    p = clients.confluent_producer(broker.bootstrap, **{"linger.ms": 1000})
+    for i, ts in enumerate((1000, 7000, 3000, 7000, 2000)):
+        p.produce(topic, value=b"v%d" % i, partition=0, timestamp=ts)
+        if i == 2:
+            p.flush(15)  # two batches: offsets 0-2 and 3-4
+    p.flush(15)
+    tp = TopicPartition(topic, 0, 2)
+    assert cadmin.delete_records([tp], request_timeout=15)[tp].result(timeout=20).low_watermark == 2
+
+    def lookup(spec):
+        tp = TopicPartition(topic, 0)
+        return cadmin.list_offsets({tp: spec}, request_timeout=15)[tp].result(timeout=20)
+
+    got = lookup(OffsetSpec.for_timestamp(7000))
+    assert (got.offset, got.timestamp) == (3, 7000)
+    got = lookup(OffsetSpec.max_timestamp())
+    assert (got.offset, got.timestamp) == (1, 7000)
+
+
+def test_confluent_broker_log_retention_ms_has_no_value_of_its_own(cadmin):
+    """log.retention.ms takes its default from log.retention.hours: Kafka describes it with
+    no value (and no default synonym) unless it is set."""
+    r = ConfigResource(ResourceType.BROKER, "1")
+    configs = cadmin.describe_configs([r])[r].result(timeout=20)
+    assert configs["log.retention.ms"].value is None
+    assert configs["log.segment.bytes"].value == "1073741824"

@@ -394,6 +394,12 @@ const SYNONYMS_WITHOUT_DEFAULT: &[&str] = &[
     "log.flush.interval.ms",
 ];
 
+/// Whether a broker key has a default of its own (DescribeConfigs shows no value for one that
+/// does not, unless it is set).
+pub fn has_own_default(broker_key: &str) -> bool {
+    !SYNONYMS_WITHOUT_DEFAULT.contains(&broker_key)
+}
+
 /// The broker-level default synonym DescribeConfigs lists for a topic config, as Kafka does:
 /// the broker synonym with its default, when that synonym has a default of its own.
 pub fn default_synonym(def: &ConfigDef) -> Option<(&'static str, &'static str)> {

@@ -1103,11 +1103,12 @@ impl Log {
             };
             let mut cur = seg.headers_from(pos);
             while let Ok(Some((pos, h))) = cur.next_header() {
+                // A batch straddling the log start may hold the only late-enough records
+                // below it: then the answer is in a later batch.
                 if h.max_timestamp >= ts && h.last_offset() >= start {
-                    return Some(
-                        self.first_record_at_or_after(&seg, pos, &h, start, ts)
-                            .unwrap_or((h.base_offset.max(start), h.max_timestamp)),
-                    );
+                    if let Some(found) = self.first_record_at_or_after(&seg, pos, &h, start, ts) {
+                        return Some(found);
+                    }
                 }
             }
         }
@@ -1154,7 +1155,6 @@ impl Log {
 
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let s = &*self.shared;
-        let start = s.log_start();
         let segs = s.segments.read().clone();
         let mut best: Option<(i64, i64, Arc<Segment>)> = None;
         for seg in segs {
@@ -1162,17 +1162,20 @@ impl Log {
                 let m = seg.meta();
                 (m.max_timestamp, m.offset_of_max_timestamp)
             };
-            if t >= 0 && seg.next_offset() > start && best.as_ref().is_none_or(|b| t > b.0) {
+            if t >= 0 && best.as_ref().is_none_or(|b| t > b.0) {
                 best = Some((t, o, seg));
             }
         }
         let (t, o, seg) = best?;
+        // As Kafka 4.4 does: the first record with the largest timestamp of the segments on
+        // disk, even where DeleteRecords moved the log start past it (Kafka answers from its
+        // segments, which DeleteRecords does not rewrite; checked by crates/conformance).
         let found = seg
             .find_batch(o)
             .ok()
             .flatten()
-            .and_then(|(pos, h)| self.first_record_at_or_after(&seg, pos, &h, start, t));
-        Some(found.unwrap_or((o.max(start), t)))
+            .and_then(|(pos, h)| self.first_record_at_or_after(&seg, pos, &h, i64::MIN, t));
+        Some(found.unwrap_or((o, t)))
     }
 
     /// DeleteRecords: advances the log start to `offset` (persisted) and deletes segments

@@ -18,7 +18,7 @@ use protocol::messages::{
     AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 const TOPIC: i8 = 2;
@@ -35,7 +35,7 @@ struct Opts {
 fn entry(
     def: &ConfigDef,
     name: &str,
-    value: String,
+    value: Option<String>,
     source: ConfigSource,
     read_only: bool,
     synonyms: Vec<DescribeConfigsSynonym>,
@@ -43,7 +43,7 @@ fn entry(
 ) -> DescribeConfigsResourceResult {
     let mut r = DescribeConfigsResourceResult::default()
         .with_name(str_bytes(name))
-        .with_value(Some(str_bytes(value)))
+        .with_value(value.map(str_bytes))
         .with_read_only(read_only)
         .with_config_source(source as i8)
         .with_synonyms(if opts.synonyms { synonyms } else { Vec::new() });
@@ -87,7 +87,15 @@ fn describe_topic(
             if let Some((name, default)) = model::config::default_synonym(def) {
                 synonyms.push(synonym(name, default, ConfigSource::Default));
             }
-            Some(entry(def, def.name, value, source, false, synonyms, opts))
+            Some(entry(
+                def,
+                def.name,
+                Some(value),
+                source,
+                false,
+                synonyms,
+                opts,
+            ))
         })
         .collect()
 }
@@ -125,7 +133,15 @@ fn describe_group(
                 def.default,
                 ConfigSource::Default,
             ));
-            Some(entry(def, def.name, value, source, false, synonyms, opts))
+            Some(entry(
+                def,
+                def.name,
+                Some(value),
+                source,
+                false,
+                synonyms,
+                opts,
+            ))
         })
         .collect()
 }
@@ -147,15 +163,23 @@ fn describe_broker(
         .filter(|(_, name)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == name)))
         .map(|(def, name)| {
             let sources = layers.sources(name);
+            // Keys whose default comes from another key (log.retention.ms from
+            // log.retention.hours...) have no value of their own unless set, as in Kafka.
+            let own_default = model::config::has_own_default(name);
             let (value, source) = match sources.first() {
-                Some((v, source)) => (v.to_string(), *source),
-                None => (def.default.to_string(), ConfigSource::Default),
+                Some((v, source)) => (Some(v.to_string()), *source),
+                None => (
+                    own_default.then(|| def.default.to_string()),
+                    ConfigSource::Default,
+                ),
             };
             let mut synonyms: Vec<_> = sources
                 .iter()
                 .map(|(v, source)| synonym(name, v, *source))
                 .collect();
-            synonyms.push(synonym(name, def.default, ConfigSource::Default));
+            if own_default {
+                synonyms.push(synonym(name, def.default, ConfigSource::Default));
+            }
             let read_only = !is_dynamic_broker_config(name);
             entry(def, name, value, source, read_only, synonyms, opts)
         })
@@ -178,7 +202,15 @@ fn describe_broker_default(
         .map(|(name, value)| match broker_config_def(name) {
             Some(def) => {
                 let synonyms = vec![synonym(name, value, source)];
-                entry(def, name, value.clone(), source, false, synonyms, opts)
+                entry(
+                    def,
+                    name,
+                    Some(value.clone()),
+                    source,
+                    false,
+                    synonyms,
+                    opts,
+                )
             }
             None => DescribeConfigsResourceResult::default()
                 .with_name(str_bytes(name))
@@ -329,13 +361,22 @@ fn appends_to_non_list(
     })
 }
 
-/// An APPEND or SUBTRACT without a value: Kafka's first check (INVALID_REQUEST).
+/// Kafka's first checks of every IncrementalAlterConfigs resource (INVALID_REQUEST): a config
+/// named twice, then a SET, APPEND or SUBTRACT without a value.
 fn null_list_value(
     configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
 ) -> Result<(), (ErrorCode, String)> {
-    match configs.iter().find(|c| {
-        (c.config_operation == APPEND || c.config_operation == SUBTRACT) && c.value.is_none()
-    }) {
+    let mut names = std::collections::HashSet::new();
+    if !configs.iter().all(|c| names.insert(c.name.as_str())) {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "Error due to duplicate config keys".into(),
+        ));
+    }
+    match configs
+        .iter()
+        .find(|c| matches!(c.config_operation, SET | APPEND | SUBTRACT) && c.value.is_none())
+    {
         Some(c) => Err((
             ErrorCode::InvalidRequest,
             format!("Null value not supported for : {}", &*c.name),
@@ -579,6 +620,12 @@ pub async fn incremental_alter_configs(
     let broker = &state.config.props;
     let layers = image.broker_layers(state.node_id, broker);
     let effective = state.broker_props();
+    let mut seen: HashMap<(i8, &str), usize> = HashMap::new();
+    for res in &req.resources {
+        *seen
+            .entry((res.resource_type, res.resource_name.as_str()))
+            .or_default() += 1;
+    }
     let outcomes = req
         .resources
         .iter()
@@ -598,12 +645,19 @@ pub async fn incremental_alter_configs(
                         (c.name.as_str(), c.value.as_deref().filter(|_| set))
                     }),
             );
+            // Kafka refuses every copy of a resource named twice, and changes none of them.
+            if seen.get(&(res.resource_type, name.as_str())) > Some(&1) {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    "Each resource must appear at most once.".into(),
+                ));
+            }
+            null_list_value(&res.configs)?;
             let changes = match res.resource_type {
                 // Operation checks come first in Kafka: null list values, unknown operations,
                 // then APPEND / SUBTRACT on keys that are not lists (known or not); then the
                 // resource name, then the config names and values, then the topic itself.
                 TOPIC => {
-                    null_list_value(&res.configs)?;
                     if !ops_known || appends_to_non_list(&res.configs) {
                         incremental_changes(
                             &res.configs,

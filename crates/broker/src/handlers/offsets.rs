@@ -110,8 +110,10 @@ pub fn list_offsets(
                             .log
                             .offset_for_timestamp(ts)
                             .filter(|(o, _)| *o < latest),
+                        // A negative spec Kafka does not know: it answers as for a spec
+                        // newer than the request's version.
                         _ => {
-                            return r.with_error_code(code(ErrorCode::InvalidRequest));
+                            return r.with_error_code(code(ErrorCode::UnsupportedVersion));
                         }
                     };
                     match found {
@@ -140,28 +142,55 @@ pub fn delete_records(
     access: &Access,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
-    let topics = req
-        .topics
+    // Kafka reads the request into a map: a topic named twice is answered once, a partition
+    // named twice once, with its last offset.
+    let mut wanted: Vec<(protocol::messages::TopicName, Vec<(i32, i64)>)> = Vec::new();
+    for t in req.topics {
+        let slot = match wanted.iter().position(|(n, _)| *n == t.name) {
+            Some(i) => i,
+            None => {
+                wanted.push((t.name.clone(), Vec::new()));
+                wanted.len() - 1
+            }
+        };
+        let partitions = &mut wanted[slot].1;
+        for p in t.partitions {
+            match partitions.iter_mut().find(|(i, _)| *i == p.partition_index) {
+                Some(e) => e.1 = p.offset,
+                None => partitions.push((p.partition_index, p.offset)),
+            }
+        }
+    }
+    let topics = wanted
         .into_iter()
-        .map(|t| {
-            let denied = !access.allows_topic(AclOperation::Delete, &t.name.0);
-            let partitions = t
-                .partitions
+        .map(|(name, partitions)| {
+            let denied = !access.allows_topic(AclOperation::Delete, &name.0);
+            let partitions = partitions
                 .into_iter()
-                .map(|p| {
+                .map(|(index, wanted_offset)| {
                     let r = DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
+                        .with_partition_index(index)
                         .with_low_watermark(-1);
                     if denied {
                         return r.with_error_code(code(ErrorCode::TopicAuthorizationFailed));
                     }
-                    let partition = match state.leader_partition(&t.name.0, p.partition_index) {
+                    let partition = match state.leader_partition(&name.0, index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),
                     };
+                    // Records of a compacted (not also deleting) topic are kept by key: Kafka
+                    // refuses to delete them.
+                    let policy = partition.log.config().cleanup_policy;
+                    if policy.compact && !policy.delete {
+                        return r.with_error_code(code(ErrorCode::PolicyViolation));
+                    }
                     let hw = partition.high_watermark();
                     // -1 means "up to the high watermark".
-                    let offset = if p.offset == -1 { hw } else { p.offset };
+                    let offset = if wanted_offset == -1 {
+                        hw
+                    } else {
+                        wanted_offset
+                    };
                     if offset < 0 || offset > hw {
                         return r.with_error_code(code(ErrorCode::OffsetOutOfRange));
                     }
@@ -175,7 +204,7 @@ pub fn delete_records(
                 })
                 .collect();
             DeleteRecordsTopicResult::default()
-                .with_name(t.name)
+                .with_name(name)
                 .with_partitions(partitions)
         })
         .collect();

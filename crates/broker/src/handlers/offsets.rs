@@ -48,7 +48,7 @@ pub fn list_offsets(
 ) -> ListOffsetsResponse {
     let read_committed = req.isolation_level == 1;
     let mut seen = std::collections::HashSet::new();
-    let topics = req
+    let topics: Vec<ListOffsetsTopicResponse> = req
         .topics
         .into_iter()
         .map(|t| {
@@ -134,7 +134,17 @@ pub fn list_offsets(
                 .with_partitions(partitions)
         })
         .collect();
-    ListOffsetsResponse::default().with_topics(topics)
+    // Kafka groups its answer by topic: a topic named twice is one entry, a topic without
+    // partitions none.
+    let mut merged: Vec<ListOffsetsTopicResponse> = Vec::new();
+    for t in topics {
+        match merged.iter_mut().find(|m| m.name == t.name) {
+            Some(m) => m.partitions.extend(t.partitions),
+            None => merged.push(t),
+        }
+    }
+    merged.retain(|t| !t.partitions.is_empty());
+    ListOffsetsResponse::default().with_topics(merged)
 }
 
 pub fn delete_records(

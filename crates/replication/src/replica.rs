@@ -497,7 +497,9 @@ impl Replica {
         let flush = durable < leo
             && (!self.is_single_replica()
                 || matches!(&self.role, Role::Leader(l)
-                    if l.acks.keys().next().is_some_and(|(required, _)| *required > durable)));
+                    // The largest waiting offset: the first ones may be durable already
+                    // (answered just below), and nothing else would ask for the rest.
+                    if l.acks.keys().next_back().is_some_and(|(required, _)| *required > durable)));
         if flush {
             out.push(Action::Flush { offset: leo });
         }

@@ -590,6 +590,49 @@ fn a_single_replica_moves_its_hw_with_appends_and_acks_after_the_fsync() {
     assert_eq!(strict.check_produce(true), Ok(1));
 }
 
+/// Replication factor 1, two acks=all appends while one fsync is under way (the runtime drops
+/// a second Flush while one is in flight): when the first fsync completes and answers the first
+/// wait, the replica must ask for another fsync for the second, or it waits until the request
+/// times out (clients then retried the batch: duplicates). Found by test_log_damage.py.
+#[test]
+fn a_single_replica_asks_again_for_an_fsync_of_a_later_waiting_append() {
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(1, 1), 0, &log);
+    let single = PartitionState {
+        replicas: vec![1],
+        ..state(1, 0, 0, &[1])
+    };
+    r.apply_metadata(0, single, &log);
+    log.epochs.assign(0, 0);
+    log.append(0, 4);
+    r.on_log_changed(1, &log);
+    assert_eq!(
+        r.wait_for_ack(1, 4, 10_000, &log),
+        vec![Action::Flush { offset: 4 }]
+    );
+    // The second append's Flush is dropped by the runtime (one is in flight).
+    log.append(0, 3);
+    r.on_log_changed(2, &log);
+    r.wait_for_ack(2, 7, 10_000, &log);
+    // The first fsync covers only the first batch.
+    log.durable = 4;
+    let acts = r.on_log_changed(3, &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 1,
+        error: ErrorCode::None
+    }));
+    assert!(
+        acts.contains(&Action::Flush { offset: 7 }),
+        "the second wait needs another fsync: {acts:?}"
+    );
+    log.sync();
+    let acts = r.on_log_changed(4, &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 2,
+        error: ErrorCode::None
+    }));
+}
+
 /// `min.insync.replicas` changed without a restart: acks=all is refused once the ISR is below
 /// the new minimum, and the HW stops moving (KIP-966); lowering it again lets both proceed.
 #[test]

@@ -211,7 +211,12 @@ async fn admin_manages_topics_configs_records_and_offsets() {
             "adm",
             &[
                 ("retention.ms".into(), ConfigOp::Delete),
-                ("cleanup.policy".into(), ConfigOp::Set("compact".into())),
+                // Compacted and deleted by time: Kafka refuses DeleteRecords (below) on a
+                // compact-only topic with POLICY_VIOLATION.
+                (
+                    "cleanup.policy".into(),
+                    ConfigOp::Set("compact,delete".into()),
+                ),
             ],
         )
         .await
@@ -233,7 +238,7 @@ async fn admin_manages_topics_configs_records_and_offsets() {
             .unwrap()
             .value
             .as_deref(),
-        Some("compact")
+        Some("compact,delete")
     );
     admin.create_partitions("adm", 4).await.unwrap();
     assert_eq!(

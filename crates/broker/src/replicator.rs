@@ -344,17 +344,7 @@ fn build_request(
 
 /// Connects to `leader`'s inter-broker listener, as named in the committed metadata.
 async fn connect(state: &BrokerState, leader: NodeId) -> Option<client::NodeLink> {
-    let image = state.image();
-    let broker = image.brokers.get(&leader)?;
-    let listener = &state.config.inter_broker_listener_name;
-    let endpoint = broker
-        .endpoint(listener)
-        .or_else(|| broker.endpoints.first())?;
-    let addr = if endpoint.host.contains(':') {
-        format!("[{}]:{}", endpoint.host, endpoint.port)
-    } else {
-        format!("{}:{}", endpoint.host, endpoint.port)
-    };
+    let addr = crate::peers::peer_address(state, leader)?;
     let mut config = client::ClientConfig::new(&addr);
     // The fault harness (tests/faults) tells nodes from clients by this prefix.
     config.client_id = format!("moldau-node-{}", state.node_id);

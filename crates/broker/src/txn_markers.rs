@@ -267,19 +267,7 @@ impl MarkerChannel {
                 }
             }
         }
-        if !acks.is_empty() {
-            let acks: Vec<MarkerAck> = acks
-                .into_iter()
-                .map(|w| MarkerAck {
-                    transactional_id: w.transactional_id,
-                    producer_id: w.producer_id,
-                    producer_epoch: w.producer_epoch,
-                    topic: w.topic,
-                    partition: w.partition,
-                })
-                .collect();
-            state.txns.marker_written(state, &acks);
-        }
+        acknowledge(state, acks);
         self.requeue(retry);
     }
 
@@ -339,21 +327,27 @@ impl MarkerChannel {
                 }
             }
         }
-        if !acks.is_empty() {
-            let acks: Vec<MarkerAck> = acks
-                .into_iter()
-                .map(|w| MarkerAck {
-                    transactional_id: w.transactional_id,
-                    producer_id: w.producer_id,
-                    producer_epoch: w.producer_epoch,
-                    topic: w.topic,
-                    partition: w.partition,
-                })
-                .collect();
-            state.txns.marker_written(&state, &acks);
-        }
+        acknowledge(&state, acks);
         self.requeue(retry);
     }
+}
+
+/// Tells the coordinator these markers are written.
+fn acknowledge(state: &Arc<BrokerState>, acks: Vec<MarkerWork>) {
+    if acks.is_empty() {
+        return;
+    }
+    let acks: Vec<MarkerAck> = acks
+        .into_iter()
+        .map(|w| MarkerAck {
+            transactional_id: w.transactional_id,
+            producer_id: w.producer_id,
+            producer_epoch: w.producer_epoch,
+            topic: w.topic,
+            partition: w.partition,
+        })
+        .collect();
+    state.txns.marker_written(state, &acks);
 }
 
 /// One WriteTxnMarkers request for `works`: a marker per transaction (producer, epoch,

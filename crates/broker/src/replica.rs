@@ -168,6 +168,12 @@ impl Partition {
                         tracing::error!(partition = %self.tp, epoch, error = %e, "recording the leader epoch failed");
                     }
                 }
+                Action::TruncatingBelowHighWatermark {
+                    offset,
+                    high_watermark,
+                } => {
+                    tracing::warn!(partition = %self.tp, offset, high_watermark, leader_epoch = replica.leader_epoch(), "truncating below the high watermark: records this replica saw committed are not on the elected leader (an unclean leader election, or a broken peer); following the leader as Kafka does");
+                }
                 Action::Truncate { offset } => {
                     tracing::info!(partition = %self.tp, offset, log_end = self.log.log_end_offset(), "truncating by the leader epoch lineage");
                     if let Err(e) = self.log.truncate_to(offset) {

@@ -17,8 +17,10 @@
 //!
 //! *Invariant:* no I/O and no clock reads; the only time is the `now_ms` passed in.
 //! *Invariant:* HW <= LEO; a leader's HW never goes back within its leader epoch; the leader
-//! and partition epochs a replica acts on never go back; a follower never truncates below
-//! its HW.
+//! and partition epochs a replica acts on never go back; a follower truncates below its HW
+//! only when the leader lacks records it saw committed (an unclean election, or a broken
+//! peer): then it lowers its HW first and says so (`Action::TruncatingBelowHighWatermark`),
+//! never panics.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -847,22 +847,14 @@ impl Replica {
                 // Kafka truncates to that start and keeps those records unverified; Moldau
                 // restarts at the leader's start instead, so replicas agree on every offset
                 // they hold below their HW. Nothing below it is readable on the leader.
-                assert!(
-                    hw <= leader_start,
-                    "follower {} HW {hw} above the leader's log start {leader_start}, yet its last epoch is unknown there",
-                    self.config.node_id
-                );
+                self.lower_hw_for_truncation(leader_start, &mut out);
                 out.push(Action::TruncateFullyAndStartAt {
                     offset: leader_start,
                 });
                 return out;
             }
             let target = truncation_offset(diverging, hw, log);
-            assert!(
-                target >= hw,
-                "follower {} would truncate to {target}, below its HW {hw}",
-                self.config.node_id
-            );
+            self.lower_hw_for_truncation(target.min(leo), &mut out);
             // Even at the log end: the truncation also drops epoch-cache entries that start
             // there (this replica led an epoch briefly and wrote nothing), which would
             // otherwise make it diverge forever (Kafka's truncateTo does the same).
@@ -889,12 +881,9 @@ impl Replica {
             ErrorCode::OffsetOutOfRange if resp.log_start_offset >= 0 => {
                 f.fetch = FetchState::AwaitingLog;
                 if resp.log_end_offset < leo {
-                    // Only an unclean election leaves the leader shorter than a follower.
-                    assert!(
-                        resp.log_end_offset >= hw,
-                        "leader's log end {} is below follower HW {hw}",
-                        resp.log_end_offset
-                    );
+                    // A leader shorter than this follower: its records past the leader's end
+                    // were never committed, unless an unclean election happened.
+                    self.lower_hw_for_truncation(resp.log_end_offset.max(0), &mut out);
                     out.push(Action::Truncate {
                         offset: resp.log_end_offset,
                     });
@@ -917,6 +906,24 @@ impl Replica {
             }
         }
         out
+    }
+
+    /// Before a follower's truncation to `offset`: if that is below its HW, records this
+    /// replica counted as committed are not on its leader. Only an unclean election (or a
+    /// broken peer) does that; the leader the controller chose is followed, as Kafka's
+    /// fetcher does (it truncates below the HW with a warning): the HW drops to `offset`
+    /// first (so it never exceeds the LEO) and the runtime logs the loss loudly. Never a
+    /// panic: bytes from a peer must not crash the broker.
+    fn lower_hw_for_truncation(&mut self, offset: Offset, out: &mut Vec<Action>) {
+        if offset >= self.hw {
+            return;
+        }
+        out.push(Action::TruncatingBelowHighWatermark {
+            offset,
+            high_watermark: self.hw,
+        });
+        self.hw = offset;
+        out.push(Action::HighWatermark(offset));
     }
 
     /// Dense invariant checks, after every input.

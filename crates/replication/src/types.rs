@@ -169,6 +169,14 @@ pub enum Action {
         epoch: LeaderEpoch,
         start_offset: Offset,
     },
+    /// The next truncation cuts below this replica's high watermark (`high_watermark`, now
+    /// lowered to `offset`): records it counted as committed are not on the leader the
+    /// controller chose. Only an unclean election (or a broken peer) does that; Kafka's
+    /// fetcher truncates anyway with a warning, and so does Moldau. The runtime logs it.
+    TruncatingBelowHighWatermark {
+        offset: Offset,
+        high_watermark: Offset,
+    },
     /// Truncate the log to `offset` (exclusive; at most the LEO), then call
     /// `on_log_changed`. At the LEO it still drops epoch-cache entries starting there.
     Truncate { offset: Offset },

@@ -656,3 +656,95 @@ fn min_insync_replicas_changes_apply_at_once() {
     assert_eq!(hw_moves(&acts), vec![12]);
     assert_eq!(r.check_produce(true), Ok(5));
 }
+
+/// After an unclean election the new leader may lack records a follower counted as committed.
+/// The follower must not panic (bytes from a peer never crash the broker): it lowers its HW,
+/// says so, and follows the leader, as Kafka's fetcher does (truncation below the HW with a
+/// warning).
+#[test]
+fn a_follower_past_an_unclean_leaders_log_lowers_its_hw_and_truncates() {
+    let follower = |hw: Offset| {
+        let mut log = MemLog::default();
+        log.append(1, 10);
+        log.sync();
+        let mut r = Replica::new(config(2, 1), hw, &log);
+        let plan = fetches(&r.apply_metadata(0, state(3, 2, 1, &[3]), &log))[0];
+        (r, log, plan)
+    };
+    // The diverging epoch says epoch 1 ends at 5 on the leader.
+    let (mut r, log, plan) = follower(8);
+    let mut resp = ok(5, false);
+    resp.diverging_epoch = Some(EpochEndOffset {
+        epoch: 1,
+        end_offset: 5,
+    });
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(
+        acts,
+        vec![
+            Action::TruncatingBelowHighWatermark {
+                offset: 5,
+                high_watermark: 8
+            },
+            Action::HighWatermark(5),
+            Action::Truncate { offset: 5 }
+        ]
+    );
+    assert_eq!(r.high_watermark(), 5);
+    // The leader's log ends at 3 (OFFSET_OUT_OF_RANGE for fetch offset 10).
+    let (mut r, log, plan) = follower(8);
+    let resp = FetchResponse {
+        error: ErrorCode::OffsetOutOfRange,
+        high_watermark: 3,
+        log_start_offset: 0,
+        log_end_offset: 3,
+        diverging_epoch: None,
+        has_records: false,
+    };
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(
+        acts,
+        vec![
+            Action::TruncatingBelowHighWatermark {
+                offset: 3,
+                high_watermark: 8
+            },
+            Action::HighWatermark(3),
+            Action::Truncate { offset: 3 }
+        ]
+    );
+    // The leader knows no epoch as old as ours and starts at 6, below our HW of 8.
+    let (mut r, log, plan) = follower(8);
+    let resp = FetchResponse {
+        error: ErrorCode::None,
+        high_watermark: 6,
+        log_start_offset: 6,
+        log_end_offset: 7,
+        diverging_epoch: Some(EpochEndOffset {
+            epoch: 0,
+            end_offset: 6,
+        }),
+        has_records: false,
+    };
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(
+        acts,
+        vec![
+            Action::TruncatingBelowHighWatermark {
+                offset: 6,
+                high_watermark: 8
+            },
+            Action::HighWatermark(6),
+            Action::TruncateFullyAndStartAt { offset: 6 }
+        ]
+    );
+    // At or above the HW nothing is said: a clean election's truncation.
+    let (mut r, log, plan) = follower(4);
+    let mut resp = ok(5, false);
+    resp.diverging_epoch = Some(EpochEndOffset {
+        epoch: 1,
+        end_offset: 5,
+    });
+    let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
+    assert_eq!(acts, vec![Action::Truncate { offset: 5 }]);
+}

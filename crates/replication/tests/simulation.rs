@@ -19,6 +19,13 @@
 //! What it does not promise, because Kafka's protocol does not: acks=1 records survive a
 //! leader change; a zombie (deposed, not yet informed) leader stops accepting acks=1 writes.
 //!
+//! With unclean leader elections (`unclean.leader.election.enable`: a replica outside the
+//! ISR leads when no ISR member can), invariants 1 and 2 are given up on purpose (that is
+//! what the setting means); what remains: no replica panics (a follower whose HW is past the
+//! new leader's log lowers it and truncates, as Kafka's fetcher does), 3, 4, and after the
+//! storm every replica holds the same log as the leader. A clean run must never truncate
+//! below a HW.
+//!
 //! `REPLICATION_SIM_SEEDS=N` runs N seeds (default: a CI-sized share);
 //! `REPLICATION_SIM_SEED=S` replays one seed, printing its trace with `REPLICATION_SIM_TRACE=1`.
 
@@ -226,6 +233,8 @@ struct Sim {
     leader_hw: BTreeMap<(NodeId, u32, LeaderEpoch), Offset>,
     trace: bool,
     faults: bool,
+    /// The controller elects outside the ISR when no ISR member can lead.
+    unclean: bool,
     stats: Stats,
 }
 
@@ -239,6 +248,8 @@ struct Stats {
     truncations: u64,
     log_restarts_at_leader_start: u64,
     retention_moves: u64,
+    unclean_elections: u64,
+    truncations_below_hw: u64,
 }
 
 impl Stats {
@@ -250,6 +261,8 @@ impl Stats {
         self.truncations += o.truncations;
         self.log_restarts_at_leader_start += o.log_restarts_at_leader_start;
         self.retention_moves += o.retention_moves;
+        self.unclean_elections += o.unclean_elections;
+        self.truncations_below_hw += o.truncations_below_hw;
     }
 }
 
@@ -327,6 +340,7 @@ impl Sim {
             leader_hw: BTreeMap::new(),
             trace: std::env::var_os("REPLICATION_SIM_TRACE").is_some(),
             faults: true,
+            unclean: false,
             stats: Stats::default(),
         }
     }
@@ -373,11 +387,25 @@ impl Sim {
             .copied()
             .filter(|r| !self.ctl.fenced.contains(r))
             .collect();
-        // Unclean election is off: only ISR members, else no leader.
-        let pick = if candidates.is_empty() {
-            None
-        } else {
+        // Clean: only ISR members, else no leader; unclean: then any unfenced replica, whose
+        // log becomes the partition's (the ISR is just it).
+        let pick = if !candidates.is_empty() {
             Some(candidates[self.rng.below(candidates.len() as u64) as usize])
+        } else if self.unclean {
+            let any: Vec<NodeId> = s
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| !self.ctl.fenced.contains(r))
+                .collect();
+            let pick = (!any.is_empty()).then(|| any[self.rng.below(any.len() as u64) as usize]);
+            if let Some(r) = pick {
+                s.isr = vec![r];
+                self.stats.unclean_elections += 1;
+            }
+            pick
+        } else {
+            None
         };
         s.leader = pick;
         s.leader_epoch += 1;
@@ -401,7 +429,7 @@ impl Sim {
 
     fn unfence(&mut self, b: NodeId) {
         self.ctl.fenced.remove(&b);
-        if self.ctl.state.leader.is_none() && self.ctl.state.isr.contains(&b) {
+        if self.ctl.state.leader.is_none() && (self.ctl.state.isr.contains(&b) || self.unclean) {
             self.elect();
         }
         self.push_metadata();
@@ -524,6 +552,18 @@ impl Sim {
                     let n = &mut self.nodes[i];
                     assert_eq!(start_offset, n.log.log_end_offset());
                     n.log.epochs.assign(epoch, start_offset);
+                    Vec::new()
+                }
+                Action::TruncatingBelowHighWatermark {
+                    offset,
+                    high_watermark,
+                } => {
+                    assert!(
+                        self.unclean,
+                        "node {id} truncates to {offset} below its HW {high_watermark} without an unclean election"
+                    );
+                    self.log(|| format!("node {id} lowers its HW {high_watermark} to {offset} (unclean election)"));
+                    self.stats.truncations_below_hw += 1;
                     Vec::new()
                 }
                 Action::Truncate { offset } => {
@@ -873,6 +913,7 @@ impl Sim {
                 continue;
             }
             let hw = n.replica.high_watermark() as usize;
+            let unclean = self.unclean;
             // 2. Committed prefix: the union of all HWs; every replica agrees below its HW.
             // Checked incrementally: below `verified` a log changes only by a truncation
             // (asserted never below the HW) or a crash (never below the durable end, which
@@ -882,7 +923,7 @@ impl Sim {
             // step if this node comes first).
             let start = n.log.start as usize;
             let mut upto = hw;
-            for o in n.verified.min(hw).max(start)..hw {
+            for o in n.verified.min(hw).max(start)..if unclean { 0 } else { hw } {
                 let id = n.log.recs[o].id;
                 match self.committed.get(o) {
                     Some(&c) if c != id => {
@@ -932,7 +973,7 @@ impl Sim {
                 } else {
                     new_acks.clone()
                 };
-                for rid in to_check {
+                for rid in to_check.into_iter().filter(|_| !unclean) {
                     let (o, e) = self.acked[&rid];
                     // Below the log start it was deleted on purpose (retention).
                     if e <= epoch
@@ -949,6 +990,9 @@ impl Sim {
         }
         // An ack is judged against the committed prefix once some live replica's HW covers
         // it (its leader may have crashed in the same step); `settle` requires all.
+        if self.unclean {
+            return Ok(());
+        }
         self.unjudged.extend(new_acks);
         let committed = &self.committed;
         let acked = &self.acked;
@@ -1012,7 +1056,7 @@ impl Sim {
                 if let Some((rid, o)) = self
                     .acked
                     .iter()
-                    .find(|(r, (o, _))| self.committed.get(*o as usize) != Some(r))
+                    .find(|(r, (o, _))| !self.unclean && self.committed.get(*o as usize) != Some(r))
                 {
                     return Err(format!(
                         "acknowledged record {rid} at {o:?} is not committed (committed {}, HWs {:?})",
@@ -1026,6 +1070,17 @@ impl Sim {
                     .iter()
                     .all(|n| n.replica.high_watermark() == leo && n.log.log_end_offset() == leo);
                 if all {
+                    // Every replica holds the leader's log (where both still have records).
+                    let lead = &self.nodes[leader.unwrap_or(0)].log;
+                    for n in &self.nodes {
+                        let from = n.log.start.max(lead.start) as usize;
+                        if n.log.recs[from..] != lead.recs[from..] {
+                            return Err(format!(
+                                "node {} does not hold its leader's log after healing",
+                                n.id
+                            ));
+                        }
+                    }
                     return Ok(());
                 }
             }
@@ -1052,8 +1107,9 @@ impl Sim {
 const STEPS: usize = 1_500;
 
 /// Runs one seed; Err (or a panic inside the core) is a violation.
-fn run_seed(seed: u64, mutation: Mutation) -> Result<(usize, usize, Stats), String> {
+fn run_seed(seed: u64, mutation: Mutation, unclean: bool) -> Result<(usize, usize, Stats), String> {
     let mut sim = Sim::new(seed, mutation);
+    sim.unclean = unclean;
     for _ in 0..STEPS {
         sim.step();
         sim.check()?;
@@ -1069,7 +1125,11 @@ thread_local! {
     static EXPECTING_PANIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-fn run_caught(seed: u64, mutation: Mutation) -> Result<(usize, usize, Stats), String> {
+fn run_caught(
+    seed: u64,
+    mutation: Mutation,
+    unclean: bool,
+) -> Result<(usize, usize, Stats), String> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let default = std::panic::take_hook();
@@ -1080,7 +1140,7 @@ fn run_caught(seed: u64, mutation: Mutation) -> Result<(usize, usize, Stats), St
         }));
     });
     EXPECTING_PANIC.with(|q| q.set(mutation != Mutation::None));
-    let r = std::panic::catch_unwind(|| run_seed(seed, mutation));
+    let r = std::panic::catch_unwind(|| run_seed(seed, mutation, unclean));
     EXPECTING_PANIC.with(|q| q.set(false));
     match r {
         Ok(r) => r,
@@ -1110,7 +1170,7 @@ fn replication_keeps_every_acknowledged_record() {
     let mut stats = Stats::default();
     let list = seeds();
     for &seed in &list {
-        match run_caught(seed, Mutation::None) {
+        match run_caught(seed, Mutation::None, false) {
             Ok((a, c, s)) => {
                 acked += a;
                 committed += c;
@@ -1154,10 +1214,42 @@ fn the_simulation_catches_broken_rules() {
     ] {
         let caught = (0..400u64)
             .map(|i| 0xbad_0000 + i)
-            .find_map(|seed| run_caught(seed, mutation).err().map(|e| (seed, e)));
+            .find_map(|seed| run_caught(seed, mutation, false).err().map(|e| (seed, e)));
         match caught {
             Some((seed, e)) => eprintln!("{mutation:?} caught by seed {seed}: {e}"),
             None => panic!("{mutation:?} was not caught by any seed"),
         }
+    }
+}
+
+/// Unclean leader elections (`unclean.leader.election.enable=true`): the elected replica may
+/// lack records others saw committed. Followers whose HW is past the new leader's log must
+/// lower it and truncate (Kafka's fetcher does, with a warning), never panic; after the
+/// storm every replica holds the leader's log.
+#[test]
+fn unclean_elections_never_crash_a_follower() {
+    let n: u64 = std::env::var("REPLICATION_SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(300, |n: u64| n.max(1));
+    let list: Vec<u64> = match std::env::var("REPLICATION_SIM_SEED") {
+        Ok(s) => vec![s.parse().expect("REPLICATION_SIM_SEED is a number")],
+        Err(_) => (0..n).map(|i| 0x0c1e_0000 + i).collect(),
+    };
+    let mut stats = Stats::default();
+    for &seed in &list {
+        match run_caught(seed, Mutation::None, true) {
+            Ok((_, _, s)) => stats.add(&s),
+            Err(e) => panic!(
+                "seed {seed} (unclean elections): {e}\nreplay: REPLICATION_SIM_SEED={seed} REPLICATION_SIM_TRACE=1 cargo test -p replication --test simulation unclean"
+            ),
+        }
+    }
+    eprintln!("{} seeds with unclean elections: {stats:?}", list.len());
+    if list.len() >= 100 {
+        assert!(
+            stats.unclean_elections > 0 && stats.truncations_below_hw > 0,
+            "the storm never reached an unclean truncation: {stats:?}"
+        );
     }
 }

@@ -1070,6 +1070,34 @@ def test_simple_consumer_commit_and_fetch_kafka_python(gbroker):
     assert asyncio.run(asyncio.wait_for(resume(), WAIT_S)) == 6
 
 
+def test_simple_consumer_with_instance_id_commits_to_empty_group(gbroker):
+    """A consumer outside group management that sets a group instance id commits with
+    generation -1 and its instance id (kafka-python sends it at OffsetCommit v7+, librdkafka
+    too): Kafka stores it while the group is empty, whatever member it names (issue 16)."""
+    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+    topic, group = uniq("simple-static"), uniq("grp")
+    create_topic(gbroker.bootstrap, topic, 2)
+    k = KafkaConsumer(bootstrap_servers=gbroker.bootstrap, group_id=group, enable_auto_commit=False,
+                      group_instance_id="static-kp")
+    try:
+        k.assign([KTP(topic, 0)])
+        k.commit({KTP(topic, 0): OffsetAndMetadata(4, "", -1)})
+        assert k.committed(KTP(topic, 0)) == 4
+    finally:
+        k.close()
+    c = Consumer({"bootstrap.servers": gbroker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "group.instance.id": "static-cf"})
+    try:
+        c.assign([TopicPartition(topic, 1, 0)])
+        res = c.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False)
+        assert all(tp.error is None for tp in res), res
+        got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+        assert [(t.partition, t.offset) for t in got] == [(0, 4), (1, 7)]
+    finally:
+        c.close()
+
+
 def test_simple_consumer_commit_rejected_while_group_has_members(gbroker):
     """A generation -1 commit to a group with live members fails (Kafka: UNKNOWN_MEMBER_ID)."""
     topic, group = uniq("simple-busy"), uniq("grp")

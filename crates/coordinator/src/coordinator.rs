@@ -688,7 +688,8 @@ impl GroupCoordinator {
     // ---- OffsetCommit ---------------------------------------------------------------------
 
     /// OffsetCommit (v2-v9). Members of the current generation commit; so do consumers
-    /// without a membership (generation -1, empty member id) while the group is empty.
+    /// without a membership (generation -1, whatever member id they name) while the group
+    /// is empty.
     pub fn offset_commit(
         &mut self,
         ctx: &RequestContext,
@@ -1326,9 +1327,6 @@ impl GroupCoordinator {
         }
         if error.is_none() && consumer.is_none() {
             error = self.groups.get_mut(&group_id).and_then(|g| {
-                if g.state == GroupState::Dead {
-                    return Some(ErrorCode::CoordinatorNotAvailable);
-                }
                 g.validate_offset_commit(
                     &member_id,
                     instance_id.as_deref(),

@@ -1097,9 +1097,13 @@ impl Group {
         }
     }
 
-    /// Kafka's `validateOffsetCommit` (non-transactional).
-    /// Kafka's `validateOffsetCommit`. Transactional commits (TxnOffsetCommit) from clients
-    /// that send no member information are accepted in any state, and are not refused
+    /// Kafka's `validateOffsetCommit` for classic groups (OffsetCommit and TxnOffsetCommit).
+    /// A dead group is not available. Generation -1 while the group is empty is a commit
+    /// from outside group management (the admin client, a simple consumer) and is stored
+    /// whatever member id it names. Otherwise a request naming a member (or a generation)
+    /// must come from a current member of the current generation; one naming nobody may
+    /// commit only while the group is empty, except transactional commits, which older
+    /// clients send without member information in any state and which are not refused
     /// during a rebalance.
     pub fn validate_offset_commit(
         &mut self,
@@ -1109,7 +1113,10 @@ impl Group {
         transactional: bool,
         now: i64,
     ) -> Option<ErrorCode> {
-        if transactional && generation < 0 && self.state == GroupState::Empty {
+        if self.state == GroupState::Dead {
+            return Some(ErrorCode::CoordinatorNotAvailable);
+        }
+        if generation < 0 && self.state == GroupState::Empty {
             return None;
         }
         if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {

@@ -724,10 +724,41 @@ fn simple_consumers_commit_without_membership() {
         vec![code(ErrorCode::IllegalGeneration)]
     );
     // A simple commit into a group with members is refused.
-    h.stable_group("busy", 1);
+    let (members, generation, _) = h.stable_group("busy", 1);
     assert_eq!(
         h.commit("busy", "", -1, &[("t", 0, 1)]),
         vec![code(ErrorCode::UnknownMemberId)]
+    );
+    // ... whatever member id it names: an unknown one, or a member's own without its
+    // generation.
+    assert_eq!(
+        h.commit("busy", "stranger", -1, &[("t", 0, 1)]),
+        vec![code(ErrorCode::UnknownMemberId)]
+    );
+    assert_eq!(
+        h.commit("busy", &members[0], -1, &[("t", 0, 1)]),
+        vec![code(ErrorCode::IllegalGeneration)]
+    );
+    assert_eq!(
+        h.commit("busy", &members[0], generation, &[("t", 0, 1)]),
+        vec![NONE]
+    );
+    // Generation -1 with a member id (kafka-python's simple consumer, a member that lost
+    // its group) to a group that does not exist, or is empty, is stored as Kafka 4.x does,
+    // at every version.
+    for v in [2i16, 5, 8, 9] {
+        let group = format!("named-{v}");
+        let r = h.commit_with(&group, "left-over-member", -1, v, &[("t", 0, 7, "")]);
+        assert_eq!(r.topics[0].partitions[0].error_code, NONE, "v{v}");
+        let r = h.commit_with(&group, "another", -1, v, &[("t", 0, 8, "")]);
+        assert_eq!(r.topics[0].partitions[0].error_code, NONE, "v{v}");
+        assert_eq!(h.c.group(&group).unwrap().offsets[0].offset, 8, "v{v}");
+    }
+    // A generation to a group that does not exist: v9 names the missing group.
+    let r = h.commit_with("fresh-9", "m", 3, 9, &[("t", 0, 1, "")]);
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        code(ErrorCode::GroupIdNotFound)
     );
     // Empty group id is allowed for offsets (old clients).
     assert_eq!(h.commit("", "", -1, &[("t", 0, 5)]), vec![NONE]);

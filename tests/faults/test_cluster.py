@@ -4,7 +4,8 @@ cluster forms and each node shows all of it; RF=3 topics get a replica on every 
 leaders spread; after kill -9 of the active controller, admin requests keep working once a new
 one is elected; a killed broker is fenced (clients stop seeing it, its partitions get leaders
 elsewhere) and rejoins when restarted with its data; SIGTERM moves a broker's leadership away
-before it exits.
+before it exits; a node with another cluster.id, a damaged metadata log or a corrupt metadata
+snapshot refuses to start and deletes nothing; a voter whose metadata disk fails stops.
 
 Each scenario prints what it measured (formation time, kill -9 to the next committed
 CreateTopics), so the stage's output doubles as a rough timing record.
@@ -297,3 +298,58 @@ def test_a_voter_with_damaged_metadata_refuses_or_recovers(clusters, topic):
     wait_for("the victim to rejoin", lambda: brokers_seen_by(node.address) == [1, 2, 3])
     assert len(wait_for("the new topic on the victim",
                         lambda: partitions_of(node.address, f"{topic}-while-down"))) == 3
+
+
+def test_a_voter_whose_metadata_disk_fails_stops_and_a_corrupt_snapshot_refuses(clusters, topic):
+    """A follower voter whose metadata log can no longer be written (its directory gone from
+    under the running process) stops with an error naming the metadata log, as Kafka halts,
+    while the majority keeps serving. Its latest metadata snapshot corrupt, it refuses to start
+    and touches no partition directory; restored, it rejoins and sees what it missed.
+    (Snapshots every few KiB of metadata here, so they exist after a few topics.)"""
+    cluster = clusters(3, **SETTINGS, **{"metadata.log.max.record.bytes.between.snapshots": 2048})
+    controller = settled(cluster)
+    victim = next(n.id for n in cluster.nodes if n.id != controller)
+    node = cluster.node(victim)
+    meta = node.data_dir / "__cluster_metadata-0"
+    for i in range(4):
+        create(cluster.bootstrap, f"{topic}-{i}", 3, 3)
+    wait_for("a metadata snapshot on the victim", lambda: list(meta.glob("*.checkpoint")))
+    wait_for("the victim to see the topics", lambda: len(partitions_of(node.address, f"{topic}-3")) == 3)
+
+    # The metadata disk goes away under the running node: its open files still take appends,
+    # but the next file it writes by name (hard state, a snapshot, a segment) fails.
+    gone = node.data_dir / "metadata-gone"
+    meta.rename(gone)
+    made = 0
+    while node.proc.poll() is None and made < 40:
+        create(cluster.bootstrap, f"{topic}-after-failure-{made}", 3, 2)
+        made += 1
+    code = node.wait_exit()
+    assert code == 1, f"exit {code}\n{node.log_tail()}"
+    line = refusal_line(node)
+    assert "metadata log failed" in line, line
+    print(f"failed metadata disk: exit {code}: {line[:200]}")
+    settled(cluster)
+    create(cluster.bootstrap, f"{topic}-while-down", 3, 2)
+    gone.rename(meta)
+
+    # The latest snapshot corrupt: refused with the file named, nothing deleted.
+    (snapshot,) = sorted(meta.glob("*.checkpoint"), key=lambda p: int(p.name.split("-")[0]))[-1:]
+    good = snapshot.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    snapshot.write_bytes(bytes(bad))
+    partition_dirs = sorted(p.name for p in node.data_dir.iterdir() if p.name.startswith(topic))
+    node.spawn()
+    code = node.wait_exit()
+    assert code != 0, f"exit {code}"
+    line = refusal_line(node)
+    assert "snapshot checksum mismatch" in line and snapshot.name in line, line
+    assert sorted(p.name for p in node.data_dir.iterdir() if p.name.startswith(topic)) == partition_dirs
+    print(f"corrupt snapshot: exit {code}: {line[:200]}")
+
+    snapshot.write_bytes(good)
+    cluster.restart(victim)
+    wait_for("the victim to rejoin", lambda: brokers_seen_by(node.address) == [1, 2, 3])
+    for name in (f"{topic}-after-failure-{made - 1}", f"{topic}-while-down"):
+        assert len(wait_for(f"{name} on the victim", lambda name=name: partitions_of(node.address, name))) == 3

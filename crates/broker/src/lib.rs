@@ -40,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use bootstrap::METADATA_DIR;
 pub use state::BrokerState;
 
 /// How long a controlled shutdown may take before the process stops anyway.
@@ -103,6 +104,8 @@ pub struct BrokerHandle {
     cancel: CancellationToken,
     tasks: TaskTracker,
     quorum: Option<QuorumRuntime>,
+    /// Says why this node's quorum member stopped working, once it has.
+    quorum_failure: Option<tokio::sync::watch::Receiver<Option<String>>>,
     loader: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -422,6 +425,7 @@ impl Broker {
                 .await;
             });
         }
+        let quorum_failure = quorum.as_ref().map(|q| q.handle.failure());
         Ok(BrokerHandle {
             addr,
             data_dir,
@@ -429,6 +433,7 @@ impl Broker {
             cancel,
             tasks,
             quorum,
+            quorum_failure,
             loader: Some(loader),
         })
     }
@@ -449,10 +454,26 @@ impl BrokerHandle {
         &self.state
     }
 
-    /// Moves leadership away (controlled shutdown), stops accepting, lets in-flight requests
-    /// finish, flushes every log and writes the clean-shutdown markers, stops the quorum member.
+    /// Resolves with the reason once this node's metadata quorum member has stopped working
+    /// (a failed write or fsync of the metadata log, an undecodable committed entry). The node
+    /// can then neither vote nor follow the committed metadata, so its owner must stop it, as
+    /// Kafka halts the process; the other voters and brokers carry on and fence it. Never
+    /// resolves on a node without a quorum member (a broker-only node).
+    pub async fn quorum_failed(&self) -> String {
+        let mut failure = self.quorum_failure.clone();
+        verdict(&mut failure).await
+    }
+
+    /// Moves leadership away (controlled shutdown; skipped when the quorum member failed, as
+    /// the controller can no longer be reached through it), stops accepting, lets in-flight
+    /// requests finish, flushes every log and writes the clean-shutdown markers, stops the
+    /// quorum member.
     pub async fn shutdown(mut self) {
-        if self.state.config.roles.broker {
+        let quorum_failed = self
+            .quorum_failure
+            .as_ref()
+            .is_some_and(|f| f.borrow().is_some());
+        if self.state.config.roles.broker && !quorum_failed {
             lifecycle::controlled_shutdown(
                 &self.state,
                 Duration::from_millis(CONTROLLED_SHUTDOWN_MS),

@@ -235,8 +235,22 @@ fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
             }
             out.flush().context("flush stdout")?;
         }
-        wait_for_signal().await?;
-        tracing::info!("shutting down");
+        // A signal, or this node's metadata quorum member failing (its metadata log cannot be
+        // written): then the node stops with an error, as Kafka halts, rather than serve from
+        // metadata it can no longer follow.
+        let quorum_failure = tokio::select! {
+            r = wait_for_signal() => {
+                r?;
+                None
+            }
+            why = handle.quorum_failed() => Some(why),
+        };
+        match &quorum_failure {
+            None => tracing::info!("shutting down"),
+            Some(why) => {
+                tracing::error!(reason = %why, "the metadata quorum member failed; stopping this node")
+            }
+        }
         endpoints
             .stopping
             .store(true, std::sync::atomic::Ordering::Release);
@@ -250,7 +264,14 @@ fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
             admin.shutdown().await;
         }
         tracing::info!("stopped");
-        Ok(())
+        match quorum_failure {
+            None => Ok(()),
+            Some(why) => Err(anyhow::anyhow!(
+                "stopped: this node's metadata log failed ({why}); repair or restore {}/{} and restart",
+                shown_dir.display(),
+                broker::METADATA_DIR
+            )),
+        }
     })
 }
 

@@ -64,6 +64,10 @@ pub struct FileDisk {
     dirty_segment: bool,
     dirty_state: bool,
     dirty_dir: bool,
+    /// Whether this process has made (or found) the directory: it is made once, so a
+    /// directory that disappears later fails the next write instead of being silently
+    /// recreated empty (without the hard state and log the node has acknowledged from).
+    dir_made: bool,
 }
 
 impl std::fmt::Debug for FileDisk {
@@ -191,6 +195,7 @@ impl FileDisk {
             dirty_segment: false,
             dirty_state: false,
             dirty_dir: false,
+            dir_made: false,
         }
     }
 
@@ -205,6 +210,14 @@ impl FileDisk {
                     || (n.starts_with(SEGMENT_PREFIX) && n.ends_with(SEGMENT_SUFFIX))
             })
         })
+    }
+
+    fn make_dir(&mut self) -> Result<(), DiskError> {
+        if !self.dir_made {
+            std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+            self.dir_made = true;
+        }
+        Ok(())
     }
 
     /// Sets the segment size after which a new segment starts.
@@ -401,7 +414,7 @@ impl FileDisk {
     }
 
     fn new_segment(&mut self, first_index: u64) -> Result<(), DiskError> {
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        self.make_dir()?;
         let path = self.dir.join(segment_name(first_index));
         let file = OpenOptions::new()
             .read(true)
@@ -431,6 +444,7 @@ impl Disk for FileDisk {
         if !self.dir.exists() {
             return Ok(Persisted::default());
         }
+        self.dir_made = true;
         let hard_state = self.load_hard_state()?;
         let voters = self.load_voters()?;
         let snapshot = self.load_snapshot()?;
@@ -496,7 +510,7 @@ impl Disk for FileDisk {
     }
 
     fn save_voters(&mut self, voters: &[u64]) -> Result<(), DiskError> {
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        self.make_dir()?;
         let text: Vec<String> = voters.iter().map(u64::to_string).collect();
         let body = text.join(",");
         let content = format!("{body}\n{:08x}\n", crc32c::crc32c(body.as_bytes()));
@@ -512,7 +526,7 @@ impl Disk for FileDisk {
     fn save_hard_state(&mut self, hs: &HardState) -> Result<(), DiskError> {
         let path = self.dir.join(STATE_FILE);
         if self.state.is_none() {
-            std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+            self.make_dir()?;
             let f = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -542,7 +556,7 @@ impl Disk for FileDisk {
     fn save_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), DiskError> {
         // Everything written before the snapshot is durable before it is.
         self.sync()?;
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        self.make_dir()?;
         let meta = snapshot.get_metadata();
         let name = format!("{:020}-{:020}{SNAPSHOT_SUFFIX}", meta.index, meta.term);
         let path = self.dir.join(&name);

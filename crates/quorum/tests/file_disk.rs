@@ -250,3 +250,28 @@ fn a_torn_hard_state_slot_falls_back_to_the_other() {
     let (_, p) = open(dir.path());
     assert_eq!((p.hard_state.term, p.hard_state.vote), (3, 2));
 }
+
+#[test]
+fn a_directory_that_disappears_fails_the_next_write_instead_of_starting_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("meta");
+    let (mut d, _) = open(&dir);
+    d.append(&[entry(1, 1, 10)]).unwrap();
+    let mut hs = HardState::default();
+    hs.term = 1;
+    hs.vote = 1;
+    d.save_hard_state(&hs).unwrap();
+    d.sync().unwrap();
+    std::fs::rename(&dir, tmp.path().join("moved")).unwrap();
+    // Made empty again, the node would restart without the term and vote it acknowledged.
+    assert!(d.save_snapshot(&snapshot(1, 1, b"image")).is_err());
+    assert!(d.save_voters(&[1, 2, 3]).is_err());
+    assert!(!dir.exists());
+    // A directory that never existed is made on the first write.
+    let fresh = tmp.path().join("fresh");
+    let (mut d, p) = open(&fresh);
+    assert!(p.entries.is_empty());
+    d.append(&[entry(1, 1, 10)]).unwrap();
+    d.sync().unwrap();
+    assert!(fresh.exists());
+}

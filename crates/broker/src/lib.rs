@@ -165,6 +165,10 @@ impl Broker {
         // Certificates and keys before anything binds: a TLS listener that cannot be served is
         // a startup error, never a plaintext listener.
         let tls = tls::load_all(&config.security).map_err(|e| BrokerError::Tls(e.to_string()))?;
+        let inter_broker_security = match &config.security.inter_broker {
+            Some(peer) => peers::client_security(peer).map_err(BrokerError::Tls)?,
+            None => client::Security::default(),
+        };
         // Bind everything first: a port of 0 must be known before it is advertised.
         let mut broker_listeners = Vec::new();
         for l in config.broker_listeners() {
@@ -321,6 +325,7 @@ impl Broker {
                     voter_addrs,
                     link_config,
                 ),
+                inter_broker_security,
                 quorum: quorum_handle,
                 cluster_id: cluster_id.clone(),
                 cancel: cancel.clone(),

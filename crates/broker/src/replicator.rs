@@ -342,21 +342,11 @@ fn build_request(
         )
 }
 
-/// Connects to `leader`'s inter-broker listener, as named in the committed metadata.
+/// Connects to `leader`'s inter-broker listener, as named in the committed metadata (a
+/// connection of its own: a long-poll would hold up anything queued behind it).
 async fn connect(state: &BrokerState, leader: NodeId) -> Option<client::NodeLink> {
-    let addr = crate::peers::peer_address(state, leader)?;
-    let mut config = client::ClientConfig::new(&addr);
-    // The fault harness (tests/faults) tells nodes from clients by this prefix.
-    config.client_id = format!("moldau-node-{}", state.node_id);
-    config.connect_timeout_ms = 2_000;
-    config.request_timeout_ms = (state.config.replica_fetch_wait_max_ms as u64) + 30_000;
-    match client::NodeLink::connect(&addr, &config).await {
-        Ok(l) => Some(l),
-        Err(e) => {
-            tracing::debug!(leader, addr, error = %e, "cannot reach the leader for replica fetches");
-            None
-        }
-    }
+    let timeout_ms = (state.config.replica_fetch_wait_max_ms as u64) + 30_000;
+    crate::peers::connect(state, leader, timeout_ms).await
 }
 
 /// Sends a leader's ISR proposal to the active controller; the answer in the replication

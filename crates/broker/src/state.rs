@@ -80,6 +80,8 @@ pub struct BrokerState {
     pub tasks: TaskTracker,
     /// The active controller, local or remote.
     pub controller: ControllerLink,
+    /// How this broker secures its connections to other brokers (see `peers`).
+    pub inter_broker_security: client::Security,
     /// This node's quorum member, when it is a controller voter.
     pub quorum: Option<QuorumHandle>,
     cluster_id: quorum::transport::SharedClusterId,
@@ -121,6 +123,7 @@ pub struct StateParts {
     pub port: i32,
     pub endpoints: Vec<Endpoint>,
     pub controller: ControllerLink,
+    pub inter_broker_security: client::Security,
     pub quorum: Option<QuorumHandle>,
     /// The cluster id this node sends to the quorum (learnt from the committed image).
     pub cluster_id: quorum::transport::SharedClusterId,
@@ -177,6 +180,7 @@ impl BrokerState {
             cancel: parts.cancel,
             tasks: parts.tasks,
             controller: parts.controller,
+            inter_broker_security: parts.inter_broker_security,
             quorum: parts.quorum,
             cluster_id: parts.cluster_id,
             broker_epoch: AtomicI64::new(-1),

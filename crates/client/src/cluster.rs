@@ -37,6 +37,9 @@ pub struct ClientConfig {
     /// Cached topic metadata is refetched after this long (`metadata.max.age.ms`), so new
     /// partitions are noticed.
     pub metadata_max_age_ms: u64,
+    /// TLS and SASL for every connection (Kafka's `security.protocol` and the `ssl.*` /
+    /// `sasl.*` keys; `Security::from_properties` reads them). Default: PLAINTEXT.
+    pub security: crate::security::Security,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +53,7 @@ impl Default for ClientConfig {
             response_bytes_max: 256 * 1024 * 1024,
             retry_backoff_ms: 100,
             metadata_max_age_ms: 300_000,
+            security: crate::security::Security::default(),
         }
     }
 }
@@ -173,13 +177,7 @@ impl Client {
         if config.bootstrap_servers.is_empty() {
             return Err(Error::Config("no bootstrap servers".into()));
         }
-        let conn_config = ConnConfig {
-            client_id: config.client_id.clone(),
-            request_timeout_ms: config.request_timeout_ms,
-            connect_timeout_ms: config.connect_timeout_ms,
-            in_flight_max: config.in_flight_max,
-            frame_bytes_max: config.response_bytes_max,
-        };
+        let conn_config = ConnConfig::from_client(&config);
         let client = Client {
             inner: Arc::new(Inner {
                 config,

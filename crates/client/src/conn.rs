@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use protocol::frame::FrameReader;
-use protocol::messages::ApiVersionsRequest;
+use protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 use protocol::StrBytes;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -34,6 +34,8 @@ pub(crate) struct ConnConfig {
     pub in_flight_max: usize,
     /// Largest response frame accepted; a larger size prefix closes the connection.
     pub frame_bytes_max: usize,
+    /// TLS and SASL settings (PLAINTEXT by default).
+    pub security: crate::security::Security,
 }
 
 impl ConnConfig {
@@ -44,6 +46,7 @@ impl ConnConfig {
             connect_timeout_ms: c.connect_timeout_ms,
             in_flight_max: c.in_flight_max,
             frame_bytes_max: c.response_bytes_max,
+            security: c.security.clone(),
         }
     }
 }
@@ -147,16 +150,19 @@ impl Connection {
             source,
         })?;
         let _ = stream.set_nodelay(true);
-        let (read_half, write_half) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let writer = tokio::spawn(write_loop(write_half, rx, pending.clone(), addr.to_owned()));
-        let reader = tokio::spawn(read_loop(
-            read_half,
-            pending.clone(),
-            config.frame_bytes_max,
-            addr.to_owned(),
-        ));
+        let (writer, reader) = match &config.security.tls {
+            None => {
+                let (read_half, write_half) = stream.into_split();
+                spawn_loops(read_half, write_half, rx, &pending, &config, addr)
+            }
+            Some(tls) => {
+                let stream = tls_handshake(stream, tls.clone(), addr, &config).await?;
+                let (read_half, write_half) = tokio::io::split(stream);
+                spawn_loops(read_half, write_half, rx, &pending, &config, addr)
+            }
+        };
         let mut conn = Connection {
             addr: addr.to_owned(),
             in_flight: Arc::new(Semaphore::new(config.in_flight_max.max(1))),
@@ -168,7 +174,45 @@ impl Connection {
             tasks: vec![writer, reader],
         };
         conn.versions = conn.negotiate().await?;
+        if let Some(sasl) = conn.config.security.sasl.clone() {
+            conn.authenticate(&sasl).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate until the mechanism's exchange is complete. A
+    /// refusal is the broker's error code and message (SASL_AUTHENTICATION_FAILED,
+    /// UNSUPPORTED_SASL_MECHANISM).
+    async fn authenticate(&self, sasl: &crate::security::SaslCredentials) -> Result<(), Error> {
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_string(sasl.mechanism.clone()));
+        let resp = self.send(&handshake).await?;
+        if resp.error_code != 0 {
+            let enabled: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(Error::broker(
+                model::ErrorCode::from_code(resp.error_code),
+                Some(format!(
+                    "{} (the broker enables {})",
+                    sasl.mechanism,
+                    enabled.join(", ")
+                )),
+            ));
+        }
+        let mut exchange = crate::security::SaslClient::new(sasl)?;
+        let mut server: Option<Bytes> = None;
+        while let Some(token) = exchange.step(server.as_deref())? {
+            let resp = self
+                .send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)))
+                .await?;
+            if resp.error_code != 0 {
+                return Err(Error::broker(
+                    model::ErrorCode::from_code(resp.error_code),
+                    resp.error_message.map(|m| m.to_string()),
+                ));
+            }
+            server = Some(resp.auth_bytes);
+        }
+        Ok(())
     }
 
     async fn negotiate(&self) -> Result<HashMap<i16, (i16, i16)>, Error> {
@@ -410,8 +454,58 @@ fn fail_all(pending: &Mutex<Pending>, addr: &str, reason: &str) {
     }
 }
 
-async fn write_loop(
-    mut w: tokio::net::tcp::OwnedWriteHalf,
+/// Starts the writer and reader tasks of a connection over any byte stream.
+fn spawn_loops<R, W>(
+    read_half: R,
+    write_half: W,
+    rx: mpsc::UnboundedReceiver<Outgoing>,
+    pending: &Arc<Mutex<Pending>>,
+    config: &ConnConfig,
+    addr: &str,
+) -> (JoinHandle<()>, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let writer = tokio::spawn(write_loop(write_half, rx, pending.clone(), addr.to_owned()));
+    let reader = tokio::spawn(read_loop(
+        read_half,
+        pending.clone(),
+        config.frame_bytes_max,
+        addr.to_owned(),
+    ));
+    (writer, reader)
+}
+
+/// The TLS handshake on a fresh TCP connection, within the connect timeout. The server name
+/// checked against the certificate is the host dialled (an IP address or a DNS name).
+async fn tls_handshake(
+    stream: TcpStream,
+    tls: Arc<rustls::ClientConfig>,
+    addr: &str,
+    config: &ConnConfig,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
+    let connect_error = |e: String| Error::Connect {
+        addr: addr.to_owned(),
+        source: std::io::Error::other(e),
+    };
+    let host = match addr.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        None => addr,
+    };
+    let name = rustls_pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| connect_error(format!("TLS server name {host}: {e}")))?;
+    tokio::time::timeout(
+        Duration::from_millis(config.connect_timeout_ms),
+        tokio_rustls::TlsConnector::from(tls).connect(name, stream),
+    )
+    .await
+    .map_err(|_| connect_error("TLS handshake timed out".into()))?
+    .map_err(|e| connect_error(format!("TLS handshake: {e}")))
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut w: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     pending: Arc<Mutex<Pending>>,
     addr: String,
@@ -447,8 +541,8 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(
-    mut r: tokio::net::tcp::OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut r: R,
     pending: Arc<Mutex<Pending>>,
     frame_bytes_max: usize,
     addr: String,

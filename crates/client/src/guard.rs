@@ -285,6 +285,8 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::DescribeGroups => (Some(5), &DESCRIBE_GROUPS),
         ApiKey::ListGroups => (Some(3), &LIST_GROUPS),
         ApiKey::ApiVersions => (Some(3), &API_VERSIONS),
+        ApiKey::SaslHandshake => (None, &SASL_HANDSHAKE),
+        ApiKey::SaslAuthenticate => (Some(2), &SASL_AUTHENTICATE),
         ApiKey::CreateTopics => (Some(5), &CREATE_TOPICS),
         ApiKey::DeleteTopics => (Some(4), &DELETE_TOPICS),
         ApiKey::DeleteRecords => (Some(2), &DELETE_RECORDS),
@@ -529,6 +531,10 @@ static API_VERSIONS: S = S {
         Tag(3, from(3), Bool),
     ],
 };
+
+// SASL
+static SASL_HANDSHAKE: S = s(&[F(ALL, I16), F(ALL, ArrayStr)]);
+static SASL_AUTHENTICATE: S = s(&[F(ALL, I16), F(ALL, Str), F(ALL, Bytes), F(from(1), I64)]);
 
 // Admin
 static CREATABLE_TOPIC_CONFIG: S = s(&[
@@ -877,6 +883,8 @@ mod tests {
             AllocateProducerIdsRequest,
             AlterPartitionRequest,
             EnvelopeRequest,
+            SaslHandshakeRequest,
+            SaslAuthenticateRequest,
         );
     }
 

@@ -90,6 +90,7 @@ mod link;
 mod partitioner;
 mod producer;
 mod rpc;
+mod security;
 mod transaction;
 
 pub use admin::{
@@ -116,4 +117,5 @@ pub use producer::{
 };
 pub use record::Compression;
 pub use rpc::Rpc;
+pub use security::{SaslCredentials, Security, TlsSettings};
 pub use transaction::ConsumerGroupMetadata;

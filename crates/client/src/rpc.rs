@@ -45,6 +45,9 @@ rpc!(LeaveGroupRequest => LeaveGroupResponse, LeaveGroup, 0, 4);
 rpc!(SyncGroupRequest => SyncGroupResponse, SyncGroup, 0, 5);
 rpc!(DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups, 0, 5);
 rpc!(ListGroupsRequest => ListGroupsResponse, ListGroups, 0, 5);
+// SaslHandshake v1 frames the tokens in SaslAuthenticate requests.
+rpc!(SaslHandshakeRequest => SaslHandshakeResponse, SaslHandshake, 1, 1);
+rpc!(SaslAuthenticateRequest => SaslAuthenticateResponse, SaslAuthenticate, 0, 2);
 rpc!(ApiVersionsRequest => ApiVersionsResponse, ApiVersions, 0, 3);
 rpc!(CreateTopicsRequest => CreateTopicsResponse, CreateTopics, 2, 7);
 rpc!(DeleteTopicsRequest => DeleteTopicsResponse, DeleteTopics, 1, 5);

@@ -7,8 +7,7 @@
 use crate::config::ConfigError;
 use std::collections::BTreeMap;
 
-/// A listener's security protocol. Only PLAINTEXT is served for now; the others parse (so a
-/// config naming them gets a clear "not supported yet" error) and await TLS/SASL.
+/// A listener's security protocol (Kafka's `listener.security.protocol.map` values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SecurityProtocol {
     Plaintext,

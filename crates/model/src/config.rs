@@ -475,7 +475,19 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "sasl.mechanism.inter.broker.protocol",
         "GSSAPI",
         ConfigType::String,
-        "the SASL mechanism brokers use with each other (accepted for compatibility; brokers do not yet dial each other's listeners)",
+        "the SASL mechanism brokers use on the inter-broker listener (default: its first enabled mechanism); the user is the username/password of listener.name.<listener>.<mechanism>.sasl.jaas.config",
+    ),
+    broker(
+        "security.inter.broker.protocol",
+        "",
+        ConfigType::String,
+        "the inter-broker listener by security protocol (the listener of that name); set this or inter.broker.listener.name, not both",
+    ),
+    broker(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        ConfigType::String,
+        "https: a broker dialling another over TLS checks that the certificate names the host; empty turns the check off",
     ),
     broker(
         "ssl.keystore.type",
@@ -1471,7 +1483,12 @@ impl BrokerConfig {
         };
         let boolean = |name: &str| -> Result<bool, ConfigError> { parse_bool(name, &get(name)) };
         let cluster = ClusterShape::parse(&get, &props)?;
-        let security = crate::security::parse(&props, &cluster.listeners)?;
+        let security = crate::security::parse(
+            &props,
+            &cluster.listeners,
+            &cluster.inter_broker,
+            &cluster.controller_names,
+        )?;
         let rf = int("default.replication.factor", 1)?;
         let cluster_id = Some(get("cluster.id")).filter(|s| !s.is_empty());
         let offsets_rf = int("offsets.topic.replication.factor", 1)?;
@@ -1668,7 +1685,31 @@ impl ClusterShape {
                 "a controller-only node serves only controller listeners",
             ));
         }
-        let inter_broker = match get("inter.broker.listener.name").trim() {
+        let by_protocol = get("security.inter.broker.protocol")
+            .trim()
+            .to_ascii_uppercase();
+        if !by_protocol.is_empty() {
+            if props.contains_key("inter.broker.listener.name") {
+                return Err(ConfigError::new(
+                    "security.inter.broker.protocol",
+                    &by_protocol,
+                    "only one of inter.broker.listener.name and security.inter.broker.protocol may be set",
+                ));
+            }
+            if SecurityProtocol::parse(&by_protocol).is_none() {
+                return Err(ConfigError::new(
+                    "security.inter.broker.protocol",
+                    &by_protocol,
+                    "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                ));
+            }
+        }
+        let inter_broker_name = if by_protocol.is_empty() {
+            get("inter.broker.listener.name")
+        } else {
+            by_protocol
+        };
+        let inter_broker = match inter_broker_name.trim() {
             "" => broker_listeners
                 .first()
                 .map(|l| l.name.clone())
@@ -1957,5 +1998,78 @@ mod tests {
         let b =
             BrokerConfig::from_props(map(&[("listeners", "PLAINTEXT://0.0.0.0:9093")])).unwrap();
         assert_eq!(b.listen, "0.0.0.0:9093");
+    }
+
+    #[test]
+    fn inter_broker_security_follows_kafkas_keys() {
+        let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="pw" user_broker="pw";"#;
+        let base = [
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            ),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-256,PLAIN"),
+            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
+        ];
+        let with = |extra: &[(&str, &str)]| {
+            let mut kv = base.to_vec();
+            kv.extend_from_slice(extra);
+            BrokerConfig::from_props(map(&kv))
+        };
+        // By protocol: the listener named like it.
+        let b = with(&[
+            ("security.inter.broker.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+        ])
+        .unwrap();
+        assert_eq!(b.inter_broker_listener_name, "SASL_PLAINTEXT");
+        let peer = b.security.inter_broker.unwrap();
+        let sasl = peer.sasl.unwrap();
+        assert_eq!(
+            (
+                sasl.mechanism.as_str(),
+                sasl.username.as_deref(),
+                sasl.password.as_str()
+            ),
+            ("PLAIN", Some("broker"), "pw")
+        );
+        // Default mechanism: the listener's first; no JAAS for it, so no user.
+        let b = with(&[("inter.broker.listener.name", "SASL_PLAINTEXT")]).unwrap();
+        let sasl = b.security.inter_broker.unwrap().sasl.unwrap();
+        assert_eq!(
+            (sasl.mechanism.as_str(), sasl.username),
+            ("SCRAM-SHA-256", None)
+        );
+        // The first listener (PLAINTEXT) by default: no SASL.
+        assert!(with(&[])
+            .unwrap()
+            .security
+            .inter_broker
+            .unwrap()
+            .sasl
+            .is_none());
+        for (extra, key) in [
+            (
+                vec![
+                    ("security.inter.broker.protocol", "SASL_PLAINTEXT"),
+                    ("inter.broker.listener.name", "SASL_PLAINTEXT"),
+                ],
+                "security.inter.broker.protocol",
+            ),
+            (
+                vec![
+                    ("inter.broker.listener.name", "SASL_PLAINTEXT"),
+                    ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+                ],
+                "sasl.mechanism.inter.broker.protocol",
+            ),
+            (
+                vec![("security.inter.broker.protocol", "SSL")],
+                "inter.broker.listener.name",
+            ),
+        ] {
+            let e = with(&extra).unwrap_err();
+            assert_eq!(e.key, key, "{extra:?}: {e}");
+        }
     }
 }

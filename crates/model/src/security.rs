@@ -28,6 +28,7 @@ const LISTENER_KEYS: &[&str] = &[
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
     "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
 ];
 
 /// `ssl.client.auth`.
@@ -90,6 +91,66 @@ pub struct SecurityConfig {
     pub tls: BTreeMap<String, TlsListenerConfig>,
     /// ACL enforcement, when `authorizer.class.name` names Kafka's StandardAuthorizer.
     pub authorizer: Option<AuthorizerConfig>,
+    /// How this node dials other brokers' inter-broker listener (None when the node has no
+    /// such listener, e.g. a controller-only node).
+    pub inter_broker: Option<PeerClientConfig>,
+}
+
+/// How this node connects, as a client, to a listener of the same name on another node: the
+/// listener's protocol, the SASL mechanism and user this node authenticates as (Kafka takes
+/// them from `sasl.mechanism.inter.broker.protocol` and the `username`/`password` options of
+/// the listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`) and the listener's
+/// own TLS stores (its truststore checks the other node's certificate; its keystore is this
+/// node's client certificate).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerClientConfig {
+    pub listener: String,
+    pub protocol: SecurityProtocol,
+    /// Set for SASL_PLAINTEXT and SASL_SSL.
+    pub sasl: Option<PeerSasl>,
+    /// Set for SSL and SASL_SSL.
+    pub tls: Option<PeerTls>,
+}
+
+/// The SASL side of a `PeerClientConfig`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerSasl {
+    pub mechanism: String,
+    /// None when the listener's JAAS config for the mechanism has no `username`/`password`
+    /// (this node then cannot authenticate to its peers; the broker warns at startup).
+    pub username: Option<String>,
+    pub password: String,
+    /// The JAAS key the user comes from, for messages.
+    pub jaas_key: String,
+}
+
+/// The TLS side of a `PeerClientConfig`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerTls {
+    /// None: the listener has no truststore, so this node cannot check its peers'
+    /// certificates and cannot dial them (the broker warns at startup).
+    pub truststore_location: Option<String>,
+    pub keystore_location: String,
+    /// `ssl.endpoint.identification.algorithm=https` (Kafka's default).
+    pub verify_hostname: bool,
+}
+
+impl fmt::Debug for PeerClientConfig {
+    /// The password stays out of logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerClientConfig")
+            .field("listener", &self.listener)
+            .field("protocol", &self.protocol)
+            .field(
+                "sasl",
+                &self
+                    .sasl
+                    .as_ref()
+                    .map(|s| (s.mechanism.clone(), s.username.clone())),
+            )
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 /// Kafka's class name of the authorizer Moldau implements (ACLs in the cluster metadata).
@@ -169,6 +230,8 @@ fn listener_value(
 pub fn parse(
     props: &BTreeMap<String, String>,
     listeners: &[Listener],
+    inter_broker_listener: &str,
+    _controller_listeners: &[String],
 ) -> Result<SecurityConfig, ConfigError> {
     for (k, v) in props {
         if let Some(rest) = k.strip_prefix("listener.name.") {
@@ -289,7 +352,102 @@ pub fn parse(
             },
         );
     }
+    if let Some(l) = listeners.iter().find(|l| l.name == inter_broker_listener) {
+        config.inter_broker = Some(peer_client(
+            props,
+            &config,
+            l,
+            "sasl.mechanism.inter.broker.protocol",
+        )?);
+    }
     Ok(config)
+}
+
+/// How this node dials listener `l` of its peers; `mechanism_key` names the SASL mechanism
+/// (`sasl.mechanism.inter.broker.protocol` or `sasl.mechanism.controller.protocol`).
+fn peer_client(
+    props: &BTreeMap<String, String>,
+    config: &SecurityConfig,
+    l: &Listener,
+    mechanism_key: &str,
+) -> Result<PeerClientConfig, ConfigError> {
+    let sasl = match config.sasl.get(&l.name) {
+        None => None,
+        Some(listener_sasl) => {
+            let mechanism = match props.get(mechanism_key).map(|m| m.trim()) {
+                None | Some("") => listener_sasl.mechanisms[0].clone(),
+                Some(m) => {
+                    if !listener_sasl.mechanisms.iter().any(|x| x == m) {
+                        return Err(ConfigError::new(
+                            mechanism_key,
+                            m,
+                            format!(
+                                "must be one of the mechanisms listener {} enables ({})",
+                                l.name,
+                                listener_sasl.mechanisms.join(", ")
+                            ),
+                        ));
+                    }
+                    m.to_string()
+                }
+            };
+            let jaas_key = format!(
+                "listener.name.{}.{}.sasl.jaas.config",
+                l.name.to_ascii_lowercase(),
+                mechanism.to_ascii_lowercase()
+            );
+            let mut username = None;
+            let mut password = String::new();
+            if let Some((k, v)) = props
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(&jaas_key))
+            {
+                let jaas = parse_jaas(k, v)?;
+                username = jaas.options.get("username").cloned();
+                password = jaas.options.get("password").cloned().unwrap_or_default();
+            }
+            Some(PeerSasl {
+                mechanism,
+                username,
+                password,
+                jaas_key,
+            })
+        }
+    };
+    let tls = match config.tls.get(&l.name) {
+        None => None,
+        Some(t) => {
+            let truststore_location = t.truststore_location.clone();
+            let (_, algorithm) = listener_value(
+                props,
+                &l.name,
+                "ssl.endpoint.identification.algorithm",
+                "https",
+            );
+            let verify_hostname = match algorithm.trim().to_ascii_lowercase().as_str() {
+                "https" => true,
+                "" | "none" => false,
+                other => {
+                    return Err(ConfigError::new(
+                        "ssl.endpoint.identification.algorithm",
+                        other,
+                        "expected https or empty",
+                    ))
+                }
+            };
+            Some(PeerTls {
+                truststore_location,
+                keystore_location: t.keystore_location.clone(),
+                verify_hostname,
+            })
+        }
+    };
+    Ok(PeerClientConfig {
+        listener: l.name.clone(),
+        protocol: l.security_protocol,
+        sasl,
+        tls,
+    })
 }
 
 /// `authorizer.class.name` and the keys that only mean something with it. An authorizer
@@ -585,6 +743,8 @@ mod tests {
                 ("listener.name.external.connections.max.reauth.ms", "5000"),
             ]),
             &ls,
+            "",
+            &[],
         )
         .unwrap();
         assert!(c.sasl_listener("PLAINTEXT").is_none());
@@ -605,7 +765,7 @@ mod tests {
             ("ssl.truststore.type", "PEM"),
             ("ssl.keystore.location", "/k.pem"),
         ];
-        let c = parse(&props(&pem), &ls).unwrap();
+        let c = parse(&props(&pem), &ls, "", &[]).unwrap();
         let t = c.tls_listener("TLS").unwrap();
         assert_eq!(
             (t.keystore_location.as_str(), t.client_auth),
@@ -615,7 +775,7 @@ mod tests {
         let with = |extra: &[(&str, &str)]| {
             let mut kv = pem.to_vec();
             kv.extend_from_slice(extra);
-            parse(&props(&kv), &ls)
+            parse(&props(&kv), &ls, "", &[])
         };
         let e = with(&[("ssl.client.auth", "required")]).unwrap_err();
         assert_eq!(e.key, "ssl.truststore.location");
@@ -642,7 +802,7 @@ mod tests {
             with(&[("ssl.key.password", "x")]).unwrap_err().key,
             "ssl.key.password"
         );
-        let e = parse(&props(&[]), &ls).unwrap_err();
+        let e = parse(&props(&[]), &ls, "", &[]).unwrap_err();
         assert_eq!(e.key, "ssl.keystore.type");
     }
 
@@ -650,7 +810,7 @@ mod tests {
     fn what_cannot_be_served_is_an_error_naming_the_key() {
         let ls = listeners("EXTERNAL://h:2");
         // Kafka's default mechanism is GSSAPI, which Moldau does not serve.
-        let e = parse(&props(&[]), &ls).unwrap_err();
+        let e = parse(&props(&[]), &ls, "", &[]).unwrap_err();
         assert_eq!(e.key, "sasl.enabled.mechanisms");
         assert!(e.reason.contains("GSSAPI"), "{e}");
         let e = parse(
@@ -659,6 +819,8 @@ mod tests {
                 "OAUTHBEARER",
             )]),
             &ls,
+            "",
+            &[],
         )
         .unwrap_err();
         assert_eq!(e.key, "listener.name.external.sasl.enabled.mechanisms");
@@ -668,6 +830,8 @@ mod tests {
                 ("listener.name.other.sasl.enabled.mechanisms", "PLAIN"),
             ]),
             &ls,
+            "",
+            &[],
         )
         .unwrap_err();
         assert_eq!(e.key, "listener.name.other.sasl.enabled.mechanisms");
@@ -680,6 +844,8 @@ mod tests {
                 ),
             ]),
             &ls,
+            "",
+            &[],
         )
         .unwrap_err();
         assert!(e.reason.contains("PlainLoginModule"), "{e}");

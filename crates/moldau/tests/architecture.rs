@@ -19,7 +19,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("auth", &["model"]),
         ("controller", &["model", "metadata", "auth"]),
         ("coordinator", &["model", "protocol"]),
-        ("client", &["model", "record", "protocol"]),
+        ("client", &["model", "record", "protocol", "auth"]),
         ("quorum", &["model", "metadata", "controller", "client"]),
         (
             "broker",

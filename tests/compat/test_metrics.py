@@ -455,3 +455,50 @@ def test_group_metrics_follow_classic_and_consumer_groups(brokers):
     wait_for("the consumer group Empty after the member left",
              lambda: scrape(base).get("moldau_groups", protocol="consumer", state="Empty") == 1, 60)
     assert counters()[1] >= joined + 1
+
+
+def test_isr_shrinks_and_under_replicated_partitions_on_the_leader(brokers, tmp_path):
+    """A controller and two brokers; a topic with two replicas per partition. When one broker
+    is killed, the controller fences it and takes it out of every ISR: the surviving broker
+    leads every partition, each of them counted once as an ISR shrink, and all of them are
+    under-replicated (ISR 1 < 2 replicas) and under min.insync.replicas=2."""
+    from confluent_kafka.admin import NewTopic as CNewTopic
+
+    port = free_port()
+    cluster = {"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk", "controller.listener.names": "CONTROLLER",
+               "controller.quorum.voters": f"1@127.0.0.1:{port}",
+               "broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 250}
+    args = [str(brokers.binary), "server", "--data-dir", str(tmp_path / "controller"),
+            "--set", "node.id=1", "--set", "process.roles=controller",
+            "--set", f"listeners=CONTROLLER://127.0.0.1:{port}"]
+    for k, v in cluster.items():
+        args += ["--set", f"{k}={v}"]
+    with open(tmp_path / "controller.log", "wb") as log:
+        controller = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    try:
+        b2 = brokers.start("b2", **{"node.id": 2, "process.roles": "broker", **cluster})
+        b3 = brokers.start("b3", **{"node.id": 3, "process.roles": "broker", **cluster})
+        admin = clients.confluent_admin(b2.bootstrap)
+        wait_for("both brokers registered", lambda: sorted(admin.list_topics(timeout=10).brokers) == [2, 3])
+        topic = "isr-metrics"
+        admin.create_topics([CNewTopic(topic, 4, 2, config={"min.insync.replicas": "2"})],
+                            operation_timeout=15)[topic].result(timeout=20)
+        base = b2.admin_url()
+        before = scrape(base).get("moldau_isr_shrinks_total")
+        assert scrape(base).get("moldau_partitions_under_replicated") == 0
+
+        b3.crash()
+        wait_for("broker 2 leads all four partitions with a shrunk ISR", lambda: (
+            scrape(base).get("moldau_partitions_leader") == 4
+            and scrape(base).get("moldau_partitions_under_replicated") == 4), 60)
+        m = scrape(base)
+        assert m.get("moldau_isr_shrinks_total") == before + 4
+        assert m.get("moldau_partitions_under_min_isr") == 4
+        assert m.get("moldau_isr_expands_total") == 0
+    finally:
+        controller.terminate()
+        try:
+            controller.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+            controller.wait()

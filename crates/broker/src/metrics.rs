@@ -127,6 +127,8 @@ pub struct BrokerMetrics {
     group_events: [AtomicU64; 3],
     /// Submit-to-answer time of metadata changes decided by the local active controller.
     metadata_commit: Histogram,
+    /// ISR shrinks and expands of partitions this broker leads.
+    isr_changes: [AtomicU64; 2],
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -138,6 +140,7 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     topics: Mutex::new(BTreeMap::new()),
     group_events: [const { AtomicU64::new(0) }; 3],
     metadata_commit: Histogram::new(),
+    isr_changes: [const { AtomicU64::new(0) }; 2],
 };
 
 fn api_slot(api: ApiKey) -> usize {
@@ -206,6 +209,16 @@ impl BrokerMetrics {
     /// Times a metadata change this node's active controller decided and committed.
     pub fn metadata_commit(&self, d: Duration) {
         self.metadata_commit.observe(d);
+    }
+
+    /// Counts one committed ISR change of a partition this broker leads.
+    pub fn isr_changes(&self, shrunk: bool, expanded: bool) {
+        if shrunk {
+            self.isr_changes[0].fetch_add(1, Ordering::Relaxed);
+        }
+        if expanded {
+            self.isr_changes[1].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The request counter of (api, version); for tests.
@@ -610,6 +623,18 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
         "Partitions this broker leads whose ISR is below min.insync.replicas.",
         None,
         one(under_min_isr),
+    )?;
+    out.counter(
+        "moldau_isr_shrinks",
+        "Committed ISR changes that removed replicas from partitions this broker leads (its own AlterPartition or the controller fencing a broker).",
+        None,
+        [(NO_LABELS, METRICS.isr_changes[0].load(Ordering::Relaxed))],
+    )?;
+    out.counter(
+        "moldau_isr_expands",
+        "Committed ISR changes that added replicas to partitions this broker leads.",
+        None,
+        [(NO_LABELS, METRICS.isr_changes[1].load(Ordering::Relaxed))],
     )?;
     let mut rows: Vec<LogRow> = hosted
         .iter()

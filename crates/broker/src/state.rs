@@ -315,6 +315,9 @@ impl BrokerState {
                 .effective();
             *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
         }
+        if self.config.roles.broker && !delta.full {
+            self.count_isr_changes(&image, &delta);
+        }
         if self.config.roles.broker {
             self.apply_partitions(&image, &delta);
             // A full publication already reconfigured every topic.
@@ -332,6 +335,27 @@ impl BrokerState {
             self.txns.on_metadata(self, &image, &delta);
         }
         self.applied.send_replace(image.offset);
+    }
+
+    /// Counts committed ISR changes of the partitions this broker leads, whoever asked for them
+    /// (its own AlterPartition, or the controller removing a fenced broker), as Kafka's
+    /// `IsrShrinksPerSec` / `IsrExpandsPerSec` do on the leader.
+    fn count_isr_changes(&self, image: &MetadataImage, delta: &MetadataDelta) {
+        let before = self.image();
+        for (topic_id, partition) in &delta.changed_partitions {
+            let (Some(old), Some(new)) = (
+                before.partition(*topic_id, *partition),
+                image.partition(*topic_id, *partition),
+            ) else {
+                continue;
+            };
+            if new.leader != self.node_id {
+                continue;
+            }
+            let shrunk = old.isr.iter().filter(|r| !new.isr.contains(r)).count();
+            let expanded = new.isr.iter().filter(|r| !old.isr.contains(r)).count();
+            crate::metrics::METRICS.isr_changes(shrunk > 0, expanded > 0);
+        }
     }
 
     /// Applies changed dynamic broker configs (topic defaults) to every hosted partition,

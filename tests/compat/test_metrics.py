@@ -457,11 +457,12 @@ def test_group_metrics_follow_classic_and_consumer_groups(brokers):
     assert counters()[1] >= joined + 1
 
 
-def test_isr_shrinks_and_under_replicated_partitions_on_the_leader(brokers, tmp_path):
+def test_isr_shrinks_expands_and_under_replicated_partitions_on_the_leader(brokers, tmp_path):
     """A controller and two brokers; a topic with two replicas per partition. When one broker
     is killed, the controller fences it and takes it out of every ISR: the surviving broker
     leads every partition, each of them counted once as an ISR shrink, and all of them are
-    under-replicated (ISR 1 < 2 replicas) and under min.insync.replicas=2."""
+    under-replicated (ISR 1 < 2 replicas) and under min.insync.replicas=2. Restarted, the broker
+    catches up as a follower and is put back in every ISR: four expands."""
     from confluent_kafka.admin import NewTopic as CNewTopic
 
     port = free_port()
@@ -494,8 +495,19 @@ def test_isr_shrinks_and_under_replicated_partitions_on_the_leader(brokers, tmp_
         m = scrape(base)
         assert m.get("moldau_isr_shrinks_total") == before + 4
         assert m.get("moldau_partitions_under_min_isr") == 4
-        assert m.get("moldau_isr_expands_total") == 0
+        expands = m.get("moldau_isr_expands_total")
+
+        # The killed broker comes back, fetches as a follower and catches up: the leader asks
+        # the controller to put it back in each ISR, four expands.
+        b3.restart()
+        wait_for("broker 3 back in every ISR", lambda: (
+            scrape(base).get("moldau_partitions_under_replicated") == 0), 90)
+        m = scrape(base)
+        assert m.get("moldau_isr_expands_total") == expands + 4
+        assert m.get("moldau_partitions_under_min_isr") == 0
     finally:
+        # Brokers first: a broker shutting down talks to the controller (controlled shutdown).
+        assert not brokers.stop_all()
         controller.terminate()
         try:
             controller.wait(timeout=30)

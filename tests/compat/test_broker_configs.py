@@ -120,3 +120,86 @@ def test_dynamic_broker_configs_apply_without_restart_and_survive_one(brokers):
     cadmin.incremental_alter_configs([r])[r].result(timeout=30)
     wait_for("dynamic message.max.bytes removed", lambda: produce_one(b, topic, b"y" * 70_000) is None)
     assert describe_broker(cadmin, "1")["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def connection_logged(server, timeout: float = 0.0) -> tuple[int, bool]:
+    """Opens a connection, makes one ApiVersions round trip, closes it: (its local port, whether
+    the broker's `broker::connection` DEBUG line for it is in the log within `timeout`)."""
+    import kwire
+
+    with kwire.connect(server.address) as sock:
+        port = sock.getsockname()[1]
+        kwire.api_versions(sock)
+    needle = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [l for l in server.log_tail(1 << 20).splitlines() if "connection opened" in l]
+        if any(needle in l for l in lines):
+            return port, True
+        if time.monotonic() >= deadline:
+            return port, False
+        time.sleep(0.2)
+
+
+def test_broker_logger_levels_change_at_runtime_and_are_not_persisted(brokers):
+    """BROKER_LOGGER (resource type 8) from kafka-python: DescribeConfigs lists this broker's
+    loggers with their levels (source DYNAMIC_BROKER_LOGGER_CONFIG); IncrementalAlterConfigs SET
+    turns a module's DEBUG lines on at once, DELETE turns them off again, without a restart;
+    Kafka's checks (root cannot be deleted, only FATAL..TRACE, no APPEND, this broker's id only,
+    validate_only changes nothing); levels are not persisted, as in Kafka: a restart is back to
+    RUST_LOG's."""
+    from kafka.admin import AlterConfigOp
+
+    server = brokers.start("loggers")
+    kadmin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+
+    def levels(*names):
+        r = ConfigResource(ConfigResourceType.BROKER_LOGGER, "1", configs=list(names) or None)
+        got = kadmin.describe_configs([r], config_filter="all")["broker_logger"]["1"]
+        return {k: (v["value"], v["config_source"]) for k, v in got.items()}
+
+    def alter(configs: dict, validate_only: bool = False, broker: str = "1") -> str:
+        r = ConfigResource(ConfigResourceType.BROKER_LOGGER, broker, configs=configs)
+        return str(kadmin.alter_configs([r], validate_only=validate_only, incremental=True)
+                   ["broker_logger"][broker])
+
+    try:
+        listed = levels()
+        assert listed["root"] == ("INFO", "DYNAMIC_BROKER_LOGGER_CONFIG"), listed
+        assert listed["broker.connection"][0] == "INFO" and listed["storage.log"][0] == "INFO", listed
+        shown_port, _ = connection_logged(server)
+
+        assert alter({"broker.connection": (AlterConfigOp.SET, "DEBUG")}, validate_only=True) == "OK"
+        assert levels("broker.connection")["broker.connection"][0] == "INFO", "validate_only changed a level"
+
+        assert alter({"broker.connection": (AlterConfigOp.SET, "DEBUG")}) == "OK"
+        assert levels("broker.connection", "broker")["broker.connection"][0] == "DEBUG"
+        assert levels("broker")["broker"][0] == "INFO"
+        assert connection_logged(server, timeout=30)[1], "no DEBUG line after SET broker.connection=DEBUG"
+        assert f"127.0.0.1:{shown_port}" not in server.log_tail(1 << 20), "DEBUG line logged at INFO"
+
+        assert alter({"broker.connection": (AlterConfigOp.DELETE, None)}) == "OK"
+        assert levels("broker.connection")["broker.connection"][0] == "INFO"
+        # The broker writes the line when it accepts, before it answers the round trip.
+        assert not connection_logged(server)[1], "DEBUG line after DELETE"
+
+        refused = {
+            "root delete": alter({"root": (AlterConfigOp.DELETE, None)}),
+            "bad level": alter({"root": (AlterConfigOp.SET, "LOUD")}),
+            "lower case": alter({"root": (AlterConfigOp.SET, "debug")}),
+            "append": alter({"root": (AlterConfigOp.APPEND, "DEBUG")}),
+        }
+        assert "InvalidRequestError" in refused["root delete"] and "not allowed" in refused["root delete"], refused
+        assert "InvalidConfigurationError" in refused["bad level"], refused
+        assert "InvalidConfigurationError" in refused["lower case"], refused
+        assert "InvalidRequestError" in refused["append"], refused
+        assert levels("root")["root"][0] == "INFO", "a refused change changed root"
+    finally:
+        kadmin.close()
+
+    server.restart()
+    kadmin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        assert levels("broker.connection")["broker.connection"][0] == "INFO", "log levels were persisted"
+    finally:
+        kadmin.close()

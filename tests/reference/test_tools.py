@@ -217,6 +217,69 @@ def test_kafka_configs_dynamic_broker_configs(kit_libs, moldau_bin, tmp_path):
     assert not problems, problems
 
 
+def _connection_logged(server, timeout: float = 0.0) -> tuple[int, bool]:
+    """One connection with an ApiVersions round trip: (its port, whether the broker logged its
+    `broker::connection` DEBUG line within `timeout`). The broker writes that line when it
+    accepts, before it answers: once answered, a line not there will not come."""
+    import kwire
+
+    with kwire.connect(server.address) as sock:
+        port = sock.getsockname()[1]
+        kwire.api_versions(sock)
+    deadline = time.monotonic() + timeout
+    while True:
+        if any(f"127.0.0.1:{port}" in line and "connection opened" in line
+               for line in server.log_tail(1 << 20).splitlines()):
+            return port, True
+        if time.monotonic() >= deadline:
+            return port, False
+        time.sleep(0.2)
+
+
+def test_kafka_configs_broker_loggers(mb):
+    """kafka-configs --entity-type broker-loggers: lists this broker's loggers (Kafka's dotted
+    names for tracing targets) and changes a level at runtime: a DEBUG line appears after
+    --add-config and stops after --delete-config; Kafka's own checks of logger names and levels."""
+    def loggers(*args: str):
+        return kafka_class(CONFIGS, "--bootstrap-server", mb.bootstrap, "--entity-type", "broker-loggers",
+                           "--entity-name", "1", *args)
+
+    def listed() -> dict[str, str]:
+        desc = loggers("--describe").check()
+        assert desc.lines[0] == "Dynamic configs for broker-logger 1 are:", desc.stdout
+        out = {}
+        for line in desc.lines[1:]:
+            kv, rest = line.strip().split(" ", 1)
+            assert rest == "sensitive=false synonyms={}", line
+            k, v = kv.split("=", 1)
+            out[k] = v
+        return out
+
+    before = listed()
+    assert before["root"] == "INFO" and before["broker.connection"] == "INFO", before
+    quiet, _ = _connection_logged(mb)
+    res = loggers("--alter", "--add-config", "broker.connection=DEBUG,storage=WARN").check()
+    assert "Completed updating config for broker-logger 1." in res.stdout, res.stdout
+    after = listed()
+    assert (after["broker.connection"], after["storage"], after["storage.log"], after["root"]) == \
+        ("DEBUG", "WARN", "WARN", "INFO"), after
+    assert _connection_logged(mb, timeout=30)[1], "no DEBUG line after --add-config broker.connection=DEBUG"
+    assert f"127.0.0.1:{quiet}" not in mb.log_tail(1 << 20), "DEBUG line at INFO"
+
+    loggers("--alter", "--delete-config", "broker.connection,storage").check()
+    assert listed() == before
+    # The broker writes the line when it accepts, before it answers the round trip.
+    assert not _connection_logged(mb)[1], "DEBUG line after --delete-config"
+
+    for bad, error in (("no.such.logger=DEBUG", "Invalid broker logger(s): no.such.logger"),
+                       ("root=LOUD", "InvalidConfigurationException")):
+        res = loggers("--alter", "--add-config", bad)
+        assert res.returncode != 0 and error in res.stdout + res.stderr, res.stdout + res.stderr
+    res = loggers("--alter", "--delete-config", "root")
+    assert res.returncode != 0 and "Removing the log level of the root logger is not allowed" in res.stderr + res.stdout
+    assert listed() == before
+
+
 def test_console_producer_and_consumer(mb):
     b = mb.bootstrap
     topic = name("tools-console")

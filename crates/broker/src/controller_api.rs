@@ -385,7 +385,9 @@ async fn admin(
             ResponseKind::AlterConfigs(configs::alter_configs(state, r).await.0)
         }
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            configs::incremental_alter_configs(state, r).await.0,
+            configs::incremental_alter_configs(state, r, Default::default())
+                .await
+                .0,
         ),
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(handlers::alter_scram(state, r).await.0)

@@ -18,6 +18,7 @@ mod handlers;
 mod internal_replay;
 mod lifecycle;
 mod log_dirs;
+pub mod loggers;
 mod memory;
 pub mod metrics;
 mod peers;

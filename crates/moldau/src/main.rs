@@ -70,25 +70,9 @@ fn server(args: ServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    match config.props.get("log.format").map_or("human", |f| f.trim()) {
-        "human" => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init(),
-        // One JSON object per line: timestamp, level, target, message and the event's fields
-        // (partition, error...), with the fields of the spans it happened in.
-        "json" => tracing_subscriber::fmt()
-            .json()
-            .with_current_span(true)
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init(),
-        other => {
-            eprintln!("moldau: config 'log.format' = {other:?}: expected human or json");
-            return ExitCode::from(2);
-        }
+    if let Err(e) = init_logging(config.props.get("log.format").map_or("human", |f| f.trim())) {
+        eprintln!("moldau: {e}");
+        return ExitCode::from(2);
     }
     raise_open_file_limit();
     match run_server(config) {
@@ -181,6 +165,65 @@ impl admin::Endpoints for AdminEndpoints {
             None => Err("starting: loading metadata and partitions".into()),
             Some(state) => broker::metrics::ready(state),
         }
+    }
+}
+
+/// Installs the process's log subscriber: human or JSON lines on stderr, filtered by
+/// `RUST_LOG` (default `info`) through a reload layer, so log levels change at runtime
+/// (BROKER_LOGGER, `broker::loggers`); every target reached is recorded as a logger.
+fn init_logging(format: &str) -> Result<(), String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{fmt, reload, EnvFilter, Layer};
+
+    let base = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    let (filter, handle) = reload::Layer::new(EnvFilter::new("info"));
+    broker::loggers::install(
+        &base,
+        std::sync::Arc::new(move |directives: &str| {
+            handle
+                .reload(EnvFilter::new(directives))
+                .map_err(|e| e.to_string())
+        }),
+    );
+    // The filter the process starts with: RUST_LOG as the logger list parsed it.
+    broker::loggers::apply(Vec::new())?;
+    let output = match format {
+        "human" => fmt::layer().with_writer(std::io::stderr).boxed(),
+        // One JSON object per line: timestamp, level, target, message and the event's fields
+        // (partition, error...), with the fields of the spans it happened in.
+        "json" => fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        other => {
+            return Err(format!(
+                "config 'log.format' = {other:?}: expected human or json"
+            ))
+        }
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(output)
+        .with(TargetRecorder)
+        .init();
+    Ok(())
+}
+
+/// Records the target of every log call site the process reaches (the loggers BROKER_LOGGER
+/// lists); it never filters.
+struct TargetRecorder;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TargetRecorder {
+    fn register_callsite(
+        &self,
+        metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if metadata.is_event() {
+            broker::loggers::saw_target(metadata.target());
+        }
+        tracing::subscriber::Interest::always()
     }
 }
 

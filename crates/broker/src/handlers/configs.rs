@@ -230,6 +230,116 @@ fn describe_broker_default(
         .collect()
 }
 
+/// Kafka's DYNAMIC_BROKER_LOGGER_CONFIG source.
+const LOGGER_SOURCE: i8 = 6;
+
+/// This broker's loggers and their levels (`loggers::describe`), as Kafka lists its log4j
+/// loggers: source DYNAMIC_BROKER_LOGGER_CONFIG, writable, no synonyms.
+fn describe_loggers(keys: &Option<Vec<String>>, opts: &Opts) -> Vec<DescribeConfigsResourceResult> {
+    crate::loggers::describe()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(name, _)| keys.as_ref().is_none_or(|k| k.contains(name)))
+        .map(|(name, level)| {
+            let mut r = DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(name))
+                .with_value(Some(str_bytes(level.to_string())))
+                .with_read_only(false)
+                .with_config_source(LOGGER_SOURCE);
+            if opts.version >= 3 {
+                r = r
+                    .with_config_type(ConfigType::String as i8)
+                    .with_documentation(None);
+            }
+            r
+        })
+        .collect()
+}
+
+/// Applies the BROKER_LOGGER resources of an IncrementalAlterConfigs request on this broker, as
+/// Kafka does before forwarding the rest (they are not metadata: never persisted, lost on
+/// restart). Returns the answer of each such resource by index.
+pub fn alter_loggers(
+    state: &BrokerState,
+    req: &IncrementalAlterConfigsRequest,
+) -> HashMap<usize, Result<(), (ErrorCode, String)>> {
+    let mut out = HashMap::new();
+    for (i, res) in req.resources.iter().enumerate() {
+        if res.resource_type != BROKER_LOGGER {
+            continue;
+        }
+        out.insert(i, alter_logger(state, res, req.validate_only));
+    }
+    out
+}
+
+fn alter_logger(
+    state: &BrokerState,
+    res: &protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    let name = res.resource_name.as_str();
+    if name.is_empty() {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "Broker id must not be empty".into(),
+        ));
+    }
+    if name != state.node_id.to_string() {
+        return Err((
+            ErrorCode::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {}, but received {name}",
+                state.node_id
+            ),
+        ));
+    }
+    null_list_value(&res.configs)?;
+    let mut changes = Vec::new();
+    for c in &res.configs {
+        let op = match c.config_operation {
+            SET => Some(c.value.as_ref().map(|v| v.to_string())),
+            DELETE => Some(None),
+            APPEND => None,
+            SUBTRACT => None,
+            op => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("Unknown operation type {op}"),
+                ))
+            }
+        };
+        match op {
+            Some(level) => changes.push((c.name.to_string(), level)),
+            None => {
+                let kind = if c.config_operation == APPEND {
+                    "APPEND"
+                } else {
+                    "SUBTRACT"
+                };
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("{kind} operation is not allowed for the BROKER_LOGGER resource"),
+                ));
+            }
+        }
+    }
+    crate::loggers::validate(&changes).map_err(|(invalid_config, msg)| {
+        let e = if invalid_config {
+            ErrorCode::InvalidConfig
+        } else {
+            ErrorCode::InvalidRequest
+        };
+        (e, msg)
+    })?;
+    if validate_only {
+        return Ok(());
+    }
+    crate::loggers::apply(changes).map_err(|e| (ErrorCode::UnknownServerError, e))?;
+    tracing::info!(broker = name, "log levels changed (BROKER_LOGGER)");
+    Ok(())
+}
+
 pub fn describe_configs(
     state: &Arc<BrokerState>,
     req: DescribeConfigsRequest,
@@ -286,8 +396,9 @@ pub fn describe_configs(
                         state.node_id
                     ),
                 ),
-                // Moldau has no log4j loggers to list; the broker id is checked as Kafka does.
-                BROKER_LOGGER if name == state.node_id.to_string() => base,
+                BROKER_LOGGER if name == state.node_id.to_string() => {
+                    base.with_configs(describe_loggers(&keys, &opts))
+                }
                 BROKER_LOGGER => fail(
                     ErrorCode::InvalidRequest,
                     format!(
@@ -416,19 +527,21 @@ fn unknown_topic_config<'a>(
 /// Resolves each resource's outcome: a local error, or the controller's result for its change.
 async fn decide(
     state: &BrokerState,
-    outcomes: Vec<Result<ConfigChange, (ErrorCode, String)>>,
+    outcomes: Vec<Result<Option<ConfigChange>, (ErrorCode, String)>>,
     validate_only: bool,
 ) -> (Vec<Result<(), (ErrorCode, String)>>, i64) {
     let changes: Vec<ConfigChange> = outcomes
         .iter()
-        .filter_map(|o| o.as_ref().ok().cloned())
+        .filter_map(|o| o.as_ref().ok().cloned().flatten())
         .collect();
     let (mut results, offset) = alter(state, changes, validate_only).await;
     results.reverse();
     let merged = outcomes
         .into_iter()
         .map(|o| match o {
-            Ok(_) => results
+            // Decided on this broker (BROKER_LOGGER).
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => results
                 .pop()
                 .unwrap_or(Err((ErrorCode::UnknownServerError, "no answer".into()))),
             Err(e) => Err(e),
@@ -465,9 +578,11 @@ fn change_for(
 
 fn not_alterable(resource_type: i8) -> (ErrorCode, String) {
     if resource_type == BROKER_LOGGER {
+        // Only IncrementalAlterConfigs changes log levels (Kafka's message).
         (
             ErrorCode::InvalidRequest,
-            "Changing log levels at runtime (BROKER_LOGGER) is not supported yet".into(),
+            "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
+                .into(),
         )
     } else {
         (
@@ -494,7 +609,7 @@ pub async fn alter_configs(
                 topic_name_ok(&res.resource_name)?;
                 unknown_topic_config(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))?;
             }
-            change_for(res.resource_type, &res.resource_name, changes, true)
+            change_for(res.resource_type, &res.resource_name, changes, true).map(Some)
         })
         .collect();
     let (results, offset) = decide(&state, outcomes, req.validate_only).await;
@@ -615,6 +730,7 @@ fn incremental_changes(
 pub async fn incremental_alter_configs(
     state: Arc<BrokerState>,
     req: IncrementalAlterConfigsRequest,
+    loggers: HashMap<usize, Result<(), (ErrorCode, String)>>,
 ) -> (IncrementalAlterConfigsResponse, i64) {
     let image = state.image();
     let broker = &state.config.props;
@@ -629,7 +745,11 @@ pub async fn incremental_alter_configs(
     let outcomes = req
         .resources
         .iter()
-        .map(|res| {
+        .enumerate()
+        .map(|(i, res)| {
+            if let Some(done) = loggers.get(&i) {
+                return done.clone().map(|()| None);
+            }
             let name = res.resource_name.to_string();
             // Unknown operations are answered by `incremental_changes`.
             let ops_known = res
@@ -707,7 +827,7 @@ pub async fn incremental_alter_configs(
                 )?,
                 other => return Err(not_alterable(other)),
             };
-            change_for(res.resource_type, &name, changes, false)
+            change_for(res.resource_type, &name, changes, false).map(Some)
         })
         .collect();
     let (results, offset) = decide(&state, outcomes, req.validate_only).await;

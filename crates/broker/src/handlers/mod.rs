@@ -19,6 +19,7 @@ use bytes::Bytes;
 use model::{ErrorCode, TopicId};
 use protocol::messages::TopicName;
 use protocol::{ApiKey, Request, RequestKind, ResponseKind, StrBytes};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -403,10 +404,24 @@ pub fn dispatch(
             })
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            via_controller(state, ctx, client, r, |s, r| async move {
-                let (resp, offset) = configs::incremental_alter_configs(s, r).await;
-                (ResponseKind::IncrementalAlterConfigs(resp), offset)
-            })
+            // Log levels (BROKER_LOGGER) are this broker's own and never metadata: decided
+            // here, as Kafka does before it forwards the rest. A request holding both kinds
+            // is decided on this broker (its other resources need it to be the controller).
+            let loggers = configs::alter_loggers(state, &r);
+            if loggers.is_empty() {
+                return via_controller(state, ctx, client, r, |s, r| async move {
+                    let (resp, offset) =
+                        configs::incremental_alter_configs(s, r, HashMap::new()).await;
+                    (ResponseKind::IncrementalAlterConfigs(resp), offset)
+                });
+            }
+            let state = state.clone();
+            Reply::Later(Box::pin(async move {
+                let (resp, offset) =
+                    configs::incremental_alter_configs(state.clone(), r, loggers).await;
+                state.wait_applied(offset).await;
+                ctx.encode(ResponseKind::IncrementalAlterConfigs(resp))
+            }))
         }
         RequestKind::DescribeAcls(r) => {
             ctx.ready(ResponseKind::DescribeAcls(acls::describe(state, &r)))

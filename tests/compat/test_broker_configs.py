@@ -166,7 +166,7 @@ def test_broker_logger_levels_change_at_runtime_and_are_not_persisted(brokers):
     try:
         listed = levels()
         assert listed["root"] == ("INFO", "DYNAMIC_BROKER_LOGGER_CONFIG"), listed
-        assert listed["broker.connection"][0] == "INFO" and listed["storage.log"][0] == "INFO", listed
+        assert listed["broker.connection"][0] == "INFO" and listed["broker"][0] == "INFO", listed
         shown_port, _ = connection_logged(server)
 
         assert alter({"broker.connection": (AlterConfigOp.SET, "DEBUG")}, validate_only=True) == "OK"

@@ -8,10 +8,10 @@
 //! change rebuilds the filter from the levels set here (`root,target=level,...`). As in Kafka,
 //! levels set at runtime are not persisted: a restart starts again from `RUST_LOG`.
 //!
-//! The loggers listed are `root`, every Moldau module that logs, the targets named by `RUST_LOG`
-//! or set at runtime, and every target (dependencies included) whose log statements the process
-//! reached at an enabled level ([`saw_target`]), with their prefixes (`broker` for
-//! `broker::connection`): as Kafka lists the log4j loggers of the classes loaded so far.
+//! The loggers listed are `root`, the targets named by `RUST_LOG` or set at runtime, and every
+//! target (dependencies included) whose log statements the process reached so far, at any
+//! level ([`saw_target`]), with their prefixes (`broker` for `broker::connection`): as Kafka
+//! lists the log4j loggers of the classes loaded so far.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -21,65 +21,6 @@ pub const ROOT: &str = "root";
 
 /// Kafka's valid log levels (`LogLevelConfig.VALID_LOG_LEVELS`), most severe first.
 pub const LEVELS: [&str; 6] = ["FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"];
-
-/// The modules of Moldau that log (kept current by the test below): listed from the start,
-/// though `tracing` registers a call site only once it is reached at an enabled level.
-const MODULES: &[&str] = &[
-    "admin",
-    "broker",
-    "broker::authz",
-    "broker::bootstrap",
-    "broker::connection",
-    "broker::controller_api",
-    "broker::controller_link",
-    "broker::groups",
-    "broker::handlers",
-    "broker::handlers::admin",
-    "broker::handlers::configs",
-    "broker::handlers::fetch",
-    "broker::handlers::metadata",
-    "broker::handlers::produce",
-    "broker::handlers::txn",
-    "broker::internal_replay",
-    "broker::lifecycle",
-    "broker::log_dirs",
-    "broker::metrics",
-    "broker::peers",
-    "broker::replica",
-    "broker::replicator",
-    "broker::sasl",
-    "broker::state",
-    "broker::tls",
-    "broker::txn",
-    "broker::txn_markers",
-    "client::consumer",
-    "client::group",
-    "client::group_consumer",
-    "client::producer",
-    "client::transaction",
-    "controller::controller",
-    "coordinator::consumer",
-    "coordinator::consumer::classic",
-    "coordinator::coordinator",
-    "coordinator::group",
-    "coordinator::txn",
-    "metadata::legacy::log",
-    "moldau",
-    "quorum",
-    "quorum::file",
-    "quorum::node",
-    "quorum::observer",
-    "quorum::runtime",
-    "quorum::store",
-    "quorum::transport",
-    "storage::cleaner",
-    "storage::epoch",
-    "storage::flusher",
-    "storage::log",
-    "storage::recovery",
-    "storage::segment",
-    "storage::txn_index",
-];
 
 type Apply = std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
@@ -192,11 +133,7 @@ fn see(seen: &mut BTreeSet<String>, target: &str) {
 pub fn describe() -> Option<Vec<(String, &'static str)>> {
     let l = lock();
     l.apply.as_ref()?;
-    let mut all = l.seen.clone();
-    for m in MODULES {
-        see(&mut all, m);
-    }
-    let mut names: BTreeSet<&str> = all.iter().map(String::as_str).collect();
+    let mut names: BTreeSet<&str> = l.seen.iter().map(String::as_str).collect();
     names.extend(l.levels.keys().map(String::as_str));
     names.remove(ROOT);
     let mut out = vec![(ROOT.to_string(), l.root)];
@@ -274,57 +211,6 @@ pub fn apply(changes: Vec<Change>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every source file of the workspace that logs is in [`MODULES`] (as its module path).
-    #[test]
-    fn modules_lists_every_module_that_logs() {
-        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut missing = Vec::new();
-        let mut stack = vec![crates.clone()];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).unwrap().flatten() {
-                let p = e.path();
-                let rel = p
-                    .strip_prefix(&crates)
-                    .unwrap()
-                    .to_string_lossy()
-                    .to_string();
-                if p.is_dir() {
-                    let parts: Vec<&str> = rel.split('/').collect();
-                    if parts.len() == 1 || parts[1] == "src" {
-                        stack.push(p);
-                    }
-                    continue;
-                }
-                let parts: Vec<&str> = rel.split('/').collect();
-                if parts.len() < 3
-                    || parts[1] != "src"
-                    || !rel.ends_with(".rs")
-                    || parts[0] == "fuzzing"
-                {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&p).unwrap();
-                let logs = ["trace", "debug", "info", "warn", "error"]
-                    .iter()
-                    .any(|l| text.contains(&format!("tracing::{l}!")));
-                if !logs {
-                    continue;
-                }
-                let mut module: Vec<String> = vec![parts[0].to_string()];
-                module.extend(parts[2..].iter().map(|s| s.to_string()));
-                let last = module.pop().unwrap();
-                if !["lib.rs", "main.rs", "mod.rs"].contains(&last.as_str()) {
-                    module.push(last.trim_end_matches(".rs").to_string());
-                }
-                let module = module.join("::");
-                if !MODULES.contains(&module.as_str()) {
-                    missing.push(module);
-                }
-            }
-        }
-        assert!(missing.is_empty(), "add to loggers::MODULES: {missing:?}");
-    }
 
     #[test]
     fn levels_follow_the_longest_prefix_and_rebuild_the_filter() {

@@ -212,7 +212,8 @@ fn init_logging(format: &str) -> Result<(), String> {
 }
 
 /// Records the target of every log call site the process reaches (the loggers BROKER_LOGGER
-/// lists); it never filters.
+/// lists); it never filters. Its TRACE level hint lets `tracing` register call sites of every
+/// level (each is asked once; a disabled one is then skipped on its cached interest).
 struct TargetRecorder;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TargetRecorder {
@@ -224,6 +225,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TargetRecorder {
             broker::loggers::saw_target(metadata.target());
         }
         tracing::subscriber::Interest::always()
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
     }
 }
 

@@ -8,12 +8,17 @@
   librdkafka AdminClient, as an application has); the killed node is restarted between runs;
 - CreateTopics latency: sequential CreateTopics (1 partition, RF = nodes) answered once
   committed and applied, p50/p99, on 1 node and on N nodes;
+- bulk creation: `--bulk-topics T --bulk-partitions P` CreateTopics of T topics x P partitions
+  at RF = nodes (100 topics per request, as a provisioning script sends them) on the N-node
+  cluster: time until every request is answered (committed), time until every node has opened
+  all its replicas (T x P partition directories each), and each node's RSS before and after;
 - the machine's limit for a commit, measured in the same run: write + fsync of a small
   record in the data dir's file system, p50/p99 (a metadata commit needs at least one on the
   leader, and on N nodes one on a majority).
 
 Usage: MOLDAU_BIN=target/release/moldau python scripts/bench/cluster.py [--nodes 3]
        [--creates 200] [--failovers 5] [--election-timeout-ms 1000]
+       [--bulk-topics 1000 --bulk-partitions 6]
 Prints one JSON object per measurement; the summary last.
 """
 
@@ -132,6 +137,34 @@ def creates(bootstrap, count, rf, prefix):
     return lat
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return -1.0
+
+
+def replica_dirs(directory: Path, prefix: str) -> int:
+    return sum(1 for p in directory.iterdir() if p.name.startswith(prefix))
+
+
+def bulk(nodes, boot, topics, partitions, rf):
+    rss_before = {x.id: rss_mb(x.proc.pid) for x in nodes}
+    admin = AdminClient({"bootstrap.servers": boot})
+    t0 = time.monotonic()
+    for start in range(0, topics, 100):
+        new = [NewTopic(f"bulk-{i}", partitions, rf) for i in range(start, min(topics, start + 100))]
+        for f in admin.create_topics(new, operation_timeout=120, request_timeout=180).values():
+            f.result(300)
+    committed = time.monotonic() - t0
+    want = topics * partitions
+    wait_for(lambda: all(replica_dirs(x.dir, "bulk-") == want for x in nodes), timeout=900, every=0.2)
+    opened = time.monotonic() - t0
+    return {"topics": topics, "partitions_each": partitions, "rf": rf,
+            "all_answered_s": round(committed, 2), "all_replicas_open_s": round(opened, 2),
+            "rss_mb_before": rss_before, "rss_mb_after": {x.id: rss_mb(x.proc.pid) for x in nodes}}
+
+
 def fsync_ms(directory: Path, n: int = 200):
     lat = []
     path = directory / "fsync-probe"
@@ -152,6 +185,8 @@ def main():
     ap.add_argument("--creates", type=int, default=200)
     ap.add_argument("--failovers", type=int, default=5)
     ap.add_argument("--election-timeout-ms", type=int, default=None)
+    ap.add_argument("--bulk-topics", type=int, default=0)
+    ap.add_argument("--bulk-partitions", type=int, default=6)
     a = ap.parse_args()
     binary = Path(os.environ.get("MOLDAU_BIN", "target/release/moldau"))
     settings = {}
@@ -200,9 +235,15 @@ def main():
             fails.append(took)
             print(json.dumps({"failover_run": r, "killed": victim, "kill9_to_commit_s": round(took, 3)}), flush=True)
             vnode.start()
-        summary["kill9_to_commit_s"] = {"runs": [round(x, 3) for x in fails],
-                                        "median": round(statistics.median(fails), 3),
-                                        "max": round(max(fails), 3)}
+        if fails:
+            summary["kill9_to_commit_s"] = {"runs": [round(x, 3) for x in fails],
+                                            "median": round(statistics.median(fails), 3),
+                                            "max": round(max(fails), 3)}
+        if a.bulk_topics:
+            ids = list(range(1, a.nodes + 1))
+            wait_for(lambda: all(brokers(x.address) == ids for x in nodes))
+            summary["bulk"] = bulk(nodes, boot, a.bulk_topics, a.bulk_partitions, a.nodes)
+            print(json.dumps({"bulk": summary["bulk"]}), flush=True)
         stop(nodes)
     finally:
         print(json.dumps(summary), flush=True)

@@ -190,6 +190,10 @@ def test_metrics_follow_a_real_workload(brokers, topic):
     assert len(queried) >= 20, queried
     missing = sorted(n for n in queried if not m.by_name.get(n))
     assert not missing, f"dashboard queries series the broker does not export: {missing}"
+    # And the other way round: every metric family the broker exports has a panel.
+    base = {re.sub(r"_(total|bucket|count|sum)$", "", n) for n in queried}
+    unshown = sorted(f for f in m.families if f.startswith("moldau_") and f not in base)
+    assert not unshown, f"metrics without a dashboard panel: {unshown}"
 
 
 def test_health_and_admin_listener_settings(brokers, moldau_bin, tmp_path):
@@ -486,6 +490,9 @@ def test_isr_shrinks_expands_and_under_replicated_partitions_on_the_leader(broke
                             operation_timeout=15)[topic].result(timeout=20)
         base = b2.admin_url()
         before = scrape(base).get("moldau_isr_shrinks_total")
+        controller_admin = re.search(r"moldau: admin on (http://\S+)",
+                                     (tmp_path / "controller.log").read_text()).group(1)
+        commits = scrape(controller_admin).get("moldau_metadata_commit_latency_seconds_count")
         assert scrape(base).get("moldau_partitions_under_replicated") == 0
 
         b3.crash()
@@ -505,6 +512,9 @@ def test_isr_shrinks_expands_and_under_replicated_partitions_on_the_leader(broke
         m = scrape(base)
         assert m.get("moldau_isr_expands_total") == expands + 4
         assert m.get("moldau_partitions_under_min_isr") == 0
+        # Broker 3's registration and broker 2's AlterPartition came to the controller from
+        # other brokers: their commits are timed where they are decided.
+        assert scrape(controller_admin).get("moldau_metadata_commit_latency_seconds_count") >= commits + 2
     finally:
         # Brokers first: a broker shutting down talks to the controller (controlled shutdown).
         assert not brokers.stop_all()

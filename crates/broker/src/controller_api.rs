@@ -96,7 +96,11 @@ fn not_controller(e: &Result<CReply, ControllerError>) -> ControllerError {
 /// Decides one of the controller's own Kafka APIs on the local quorum member.
 async fn submit(state: &BrokerState, request: Request) -> Result<CReply, ControllerError> {
     match &state.quorum {
-        Some(q) => q.submit(request).await.result,
+        Some(q) => {
+            crate::controller_link::submit_timed(q, request)
+                .await
+                .result
+        }
         None => Err(ControllerError::not_controller()),
     }
 }

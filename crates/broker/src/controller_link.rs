@@ -65,6 +65,21 @@ fn check(code: i16, message: Option<&StrBytes>) -> Result<(), ControllerError> {
     }
 }
 
+/// Submits a change to this node's quorum member and times it until committed and answered
+/// (`moldau_metadata_commit_latency_seconds`). Every change decided on this node goes through
+/// here: its own, client admin requests (local or forwarded in an Envelope) and other brokers'
+/// registrations, heartbeats, AlterPartition and CreateTopics. Only changes that wrote records
+/// (answered at a newer offset) count; decisions without records are answered at once.
+pub(crate) async fn submit_timed(q: &QuorumHandle, request: Request) -> Answer {
+    let before = q.leadership().borrow().applied;
+    let started = std::time::Instant::now();
+    let answer = q.submit(request).await;
+    if answer.result.is_ok() && answer.offset > before as i64 {
+        crate::metrics::METRICS.metadata_commit(started.elapsed());
+    }
+    answer
+}
+
 impl ControllerLink {
     pub fn new(
         local: Option<QuorumHandle>,
@@ -152,15 +167,7 @@ impl ControllerLink {
     /// the network (the kinds a broker sends on its own behalf).
     pub async fn submit(&self, request: Request) -> Answer {
         if let Some(q) = self.local_active() {
-            let before = q.leadership().borrow().applied;
-            let started = std::time::Instant::now();
-            let answer = q.submit(request).await;
-            // Only changes that wrote records (the answer comes at a newer offset) measure a
-            // commit; decisions without records are answered at once.
-            if answer.result.is_ok() && answer.offset > before as i64 {
-                crate::metrics::METRICS.metadata_commit(started.elapsed());
-            }
-            return answer;
+            return submit_timed(q, request).await;
         }
         // Client administration reaches a remote controller forwarded (Envelope), not here.
         let remote_kind = matches!(
@@ -180,7 +187,7 @@ impl ControllerLink {
                 Err(_) => return not_controller(-1),
             };
             if let Some(q) = self.local_active() {
-                return q.submit(request).await;
+                return submit_timed(q, request).await;
             }
             // A call to a controller that froze (SIGSTOP, a stalled machine) would hang until
             // its timeout, longer than a broker session: when the quorum elects another

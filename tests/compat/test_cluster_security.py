@@ -1,19 +1,22 @@
-"""Inter-broker security on a real 3-node cluster (issue 14): every node's inter-broker
-listener is SASL_PLAINTEXT with PLAIN, ACLs are on and only the brokers' own user is a super
-user (no User:ANONYMOUS), so replica fetchers, transaction markers and KIP-890 verification
-must authenticate as the broker user to work at all. confluent-kafka and kafka-python then
+"""Inter-broker and controller security on a real 3-node cluster (issue 14): every node's
+inter-broker listener is SASL_PLAINTEXT (or SASL_SSL) with PLAIN, the CONTROLLER listener is
+SASL_PLAINTEXT, ACLs are on and only the brokers' own user is a super user (no
+User:ANONYMOUS), so replica fetchers, transaction markers, KIP-890 verification, Raft traffic,
+registrations and forwarded requests must authenticate as the broker user to work at all. confluent-kafka and kafka-python then
 replicate (RF=3), survive the leader's death and run a transaction across brokers; a broker
 whose inter-broker password is wrong cannot replicate."""
 
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import kwire
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
@@ -99,7 +102,12 @@ class SecureCluster:
             "node.id": i,
             "process.roles": "broker,controller",
             "listeners": f"{self.listener}://127.0.0.1:{self.ports[i]},CONTROLLER://127.0.0.1:{self.controller_ports[i]}",
-            "listener.security.protocol.map": f"{self.listener}:{self.listener},CONTROLLER:PLAINTEXT",
+            # The controller listener authenticates too: voters and brokers reach it as the
+            # broker user (sasl.mechanism.controller.protocol), with the right password even
+            # on a node whose inter-broker password is wrong.
+            "listener.security.protocol.map": f"{self.listener}:{self.listener},CONTROLLER:SASL_PLAINTEXT",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": jaas("broker-secret"),
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": voters,
             "inter.broker.listener.name": self.listener,
@@ -331,3 +339,112 @@ def wrong_credentials_cannot_replicate(cluster):
     assert all(sorted(r) == [1, 2] or l == 3 for l, r in isr(cluster.bootstrap, topic).values()), \
         isr(cluster.bootstrap, topic)
     assert "refused this broker's inter-broker authentication" not in cluster.log(1)
+
+
+# ------------------------------------------------------------------ forged controller requests
+
+def compact(b: bytes) -> bytes:
+    return kwire.uvarint(len(b) + 1) + b
+
+
+def principal_bytes(name: str) -> bytes:
+    """Kafka's DefaultPrincipalData v0, version-prefixed (DefaultKafkaPrincipalBuilder)."""
+    return kwire.i16(0) + compact(b"User") + compact(name.encode()) + b"\x00\x00"
+
+
+def create_acl_request(principal: str) -> bytes:
+    """CreateAcls v3 (flexible) granting `principal` ALL on the cluster, header included."""
+    creation = (kwire.i8(4) + compact(b"kafka-cluster") + kwire.i8(3) + compact(principal.encode())
+                + compact(b"*") + kwire.i8(2) + kwire.i8(3) + b"\x00")
+    return kwire.request(30, 3, 77, kwire.uvarint(2) + creation + b"\x00", flexible=True)[4:]
+
+
+def read_uvarint(data: bytes, at: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        b = data[at]
+        at += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, at
+
+
+def send_envelope(sock, inner: bytes, principal: bytes) -> tuple[int, bytes | None]:
+    """Envelope v0 wrapping `inner` as if forwarded for `principal` from 127.0.0.1; returns
+    (error code, inner response frame)."""
+    body = compact(inner) + compact(principal) + compact(bytes([127, 0, 0, 1])) + b"\x00"
+    sock.sendall(kwire.request(58, 0, 9, body, flexible=True))
+    frame = kwire.recv_frame(sock)
+    assert frame[:4] == kwire.i32(9)
+    n, at = read_uvarint(frame, 5)  # after the correlation id and empty header tags
+    data = None
+    if n:
+        data = frame[at:at + n - 1]
+        at += n - 1
+    (error,) = struct.unpack(">h", frame[at:at + 2])
+    return error, data
+
+
+def create_acl_result(frame: bytes) -> int:
+    """The first result's error code of a CreateAcls v3 response frame (header v1)."""
+    at = 4 + 1 + 4  # correlation id, header tags, throttle
+    _, at = read_uvarint(frame, at)
+    (error,) = struct.unpack(">h", frame[at:at + 2])
+    return error
+
+
+def sasl_plain(sock, user: str) -> None:
+    from test_security import sasl_authenticate, sasl_handshake
+    assert sasl_handshake(sock, "PLAIN")[0] == 0
+    error, message, _, _ = sasl_authenticate(sock, f"\0{user}\0{user}-secret".encode())
+    assert error == 0, message
+
+
+def cluster_acls(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AclBindingFilter
+    admin = AdminClient({"bootstrap.servers": bootstrap, **rd("broker")})
+    f = AclBindingFilter(ResourceType.BROKER, None, ResourcePatternType.ANY, None, None,
+                         AclOperation.ANY, AclPermissionType.ANY)
+    return {b.principal for b in admin.describe_acls(f).result(timeout=20)}
+
+
+def test_forged_envelopes_on_the_controller_listener_are_refused(cluster):
+    cluster.start()
+    grant_alice(cluster.bootstrap)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **rd("broker")})
+    controller = admin.describe_cluster().result(timeout=20).controller.id
+    address = ("127.0.0.1", cluster.controller_ports[controller])
+
+    # Unauthenticated: the SASL gate closes the connection before anything is decided.
+    with kwire.connect(address) as s:
+        body = compact(create_acl_request("User:alice")) + compact(principal_bytes("broker")) \
+            + compact(bytes([127, 0, 0, 1])) + b"\x00"
+        s.sendall(kwire.request(58, 0, 9, body, flexible=True))
+        assert kwire.wait_closed(s, 10)
+
+    # alice authenticates but is no broker: forwarding needs CLUSTER_ACTION, whatever
+    # principal the Envelope claims.
+    with kwire.connect(address) as s:
+        sasl_plain(s, "alice")
+        assert send_envelope(s, create_acl_request("User:alice"), principal_bytes("broker")) == (31, None)
+
+    # A broker forwards alice's request: the controller authorizes it as alice's.
+    with kwire.connect(address) as s:
+        sasl_plain(s, "broker")
+        error, inner = send_envelope(s, create_acl_request("User:alice"), principal_bytes("alice"))
+        assert error == 0 and create_acl_result(inner) == 31
+        # The same request as the broker user's own is allowed (the control).
+        error, inner = send_envelope(s, create_acl_request("User:carol"), principal_bytes("broker"))
+        assert error == 0 and create_acl_result(inner) == 0
+        # An Envelope without a readable principal is refused.
+        assert send_envelope(s, create_acl_request("User:alice"), b"\x00\x07junk")[0] == 97
+
+    acls = cluster_acls(cluster.bootstrap)
+    assert "User:carol" in acls and "User:alice" in acls  # alice's IDEMPOTENT_WRITE from grant_alice
+    admin2 = AdminClient({"bootstrap.servers": cluster.bootstrap, **rd("broker")})
+    from confluent_kafka.admin import AclBindingFilter
+    alls = admin2.describe_acls(AclBindingFilter(
+        ResourceType.BROKER, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ALL,
+        AclPermissionType.ANY)).result(timeout=20)
+    assert alls == [], alls

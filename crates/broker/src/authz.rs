@@ -65,6 +65,11 @@ impl Access {
         Access { authorizer, who }
     }
 
+    /// Who asks.
+    pub fn who(&self) -> &RequestContext {
+        &self.who
+    }
+
     /// Whether ACLs are enforced.
     pub fn enabled(&self) -> bool {
         self.authorizer.is_some()
@@ -402,4 +407,102 @@ fn denied_message(e: ErrorCode) -> protocol::StrBytes {
         _ => "Authorization failed.",
     };
     protocol::StrBytes::from_static_str(what)
+}
+
+/// A principal as Kafka's `DefaultKafkaPrincipalBuilder.serialize` writes it into an
+/// Envelope's `request_principal`: the version (0) then `DefaultPrincipalData` v0 (flexible:
+/// compact strings type and name, a boolean, no tagged fields).
+pub fn serialize_principal(p: &KafkaPrincipal) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(p.principal_type.len() + p.name.len() + 8);
+    out.extend_from_slice(&0i16.to_be_bytes());
+    for s in [&p.principal_type, &p.name] {
+        put_uvarint(&mut out, s.len() as u64 + 1);
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(0); // token_authenticated
+    out.push(0); // no tagged fields
+    bytes::Bytes::from(out)
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads what [`serialize_principal`] (or Kafka) wrote; `None` for anything else, never a
+/// panic: the bytes come from the network.
+pub fn deserialize_principal(b: &[u8]) -> Option<KafkaPrincipal> {
+    let mut at = 0usize;
+    let version = i16::from_be_bytes([*b.first()?, *b.get(1)?]);
+    if version != 0 {
+        return None;
+    }
+    at += 2;
+    let uvarint = |at: &mut usize| -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..35).step_by(7) {
+            let byte = *b.get(*at)?;
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    };
+    let mut strings = Vec::with_capacity(2);
+    for _ in 0..2 {
+        let len = usize::try_from(uvarint(&mut at)?.checked_sub(1)?).ok()?;
+        let s = b.get(at..at.checked_add(len)?)?;
+        strings.push(std::str::from_utf8(s).ok()?.to_string());
+        at += len;
+    }
+    let _token_authenticated = *b.get(at)?;
+    let name = strings.pop()?;
+    let principal_type = strings.pop()?;
+    Some(KafkaPrincipal {
+        principal_type,
+        name,
+    })
+}
+
+/// The client address of an Envelope (`client_host_address`: the raw 4 or 16 bytes of Java's
+/// `InetAddress.getAddress()`).
+pub fn envelope_client_address(b: &[u8]) -> Option<std::net::IpAddr> {
+    match b.len() {
+        4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
+        16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn envelope_principals_round_trip_and_bad_bytes_are_refused() {
+        let p = KafkaPrincipal::user("alice");
+        let b = serialize_principal(&p);
+        assert_eq!(&b[..], b"\0\0\x05User\x06alice\0\0");
+        assert_eq!(deserialize_principal(&b), Some(p));
+        for bad in [
+            &b""[..],
+            b"\0",
+            b"\0\x01\x05User\x06alice\0\0",
+            b"\0\0\x05Us",
+            b"\0\0\xff\xff\xff\xff\x0f",
+        ] {
+            assert_eq!(deserialize_principal(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            envelope_client_address(&[10, 0, 0, 1]),
+            Some("10.0.0.1".parse().unwrap())
+        );
+        assert_eq!(envelope_client_address(b"/10.0.0.1"), None);
+    }
 }

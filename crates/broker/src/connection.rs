@@ -175,9 +175,10 @@ async fn serve_halves<R, W>(
     let budget = state.request_budget.clone();
     let budget_total = state.request_budget_bytes;
     // A SASL listener's connections pass the SASL gate first.
-    let mut sasl = (kind == ListenerKind::Broker)
-        .then(|| state.config.security.sasl_listener(&listener_name))
-        .flatten()
+    let mut sasl = state
+        .config
+        .security
+        .sasl_listener(&listener_name)
         .map(SaslGate::new);
     loop {
         // A client that does not read its responses is not served (nor read) further.
@@ -242,20 +243,50 @@ async fn serve_halves<R, W>(
                 }
             },
         };
+        let step = match sasl.as_mut() {
+            Some(g) => g.step(frame, state.as_ref()),
+            None => Step::Pass(frame),
+        };
+        let frame = match step {
+            Step::Pass(frame) => frame,
+            Step::Answer { frame, close } => {
+                drop(permit);
+                responses.add(frame.len());
+                if tx.send((Reply::Ready(frame), None)).await.is_err() || close {
+                    break;
+                }
+                continue;
+            }
+            Step::Close => break,
+        };
+        if let Some(user) = sasl.as_ref().and_then(SaslGate::authorization_id) {
+            if who.principal.name != user {
+                who = Arc::new(RequestContext {
+                    principal: KafkaPrincipal::user(user),
+                    host: who.host.clone(),
+                });
+            }
+        }
         let received = Instant::now();
         if kind == ListenerKind::Controller {
             let private =
                 protocol::peek_api_key(&frame).filter(|k| crate::controller_api::is_private(*k));
             // Raft traffic (private api keys) is not a Kafka request: it is not timed.
+            let access = Access::new(state.authorizer(), who.clone());
             let (reply, mut timer) = if private.is_some() {
-                (crate::controller_api::private(&state, frame), None)
+                (crate::controller_api::private(&state, frame, &access), None)
             } else {
                 match protocol::decode_request_with(frame, protocol::versions::CONTROLLER_SUPPORTED)
                 {
                     Ok(req) => {
                         let timer = RequestTimer::start(req.api_key, req.version(), received);
                         (
-                            Some(crate::controller_api::dispatch(&state, req, &listener_name)),
+                            Some(crate::controller_api::dispatch(
+                                &state,
+                                req,
+                                &listener_name,
+                                access,
+                            )),
                             Some(timer),
                         )
                     }
@@ -294,30 +325,6 @@ async fn serve_halves<R, W>(
                 break;
             }
             continue;
-        }
-        let step = match sasl.as_mut() {
-            Some(g) => g.step(frame, state.as_ref()),
-            None => Step::Pass(frame),
-        };
-        let frame = match step {
-            Step::Pass(frame) => frame,
-            Step::Answer { frame, close } => {
-                drop(permit);
-                responses.add(frame.len());
-                if tx.send((Reply::Ready(frame), None)).await.is_err() || close {
-                    break;
-                }
-                continue;
-            }
-            Step::Close => break,
-        };
-        if let Some(user) = sasl.as_ref().and_then(SaslGate::authorization_id) {
-            if who.principal.name != user {
-                who = Arc::new(RequestContext {
-                    principal: KafkaPrincipal::user(user),
-                    host: who.host.clone(),
-                });
-            }
         }
         let (reply, mut timer) = match protocol::decode_request(frame) {
             Ok(req) => {

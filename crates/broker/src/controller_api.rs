@@ -406,48 +406,224 @@ async fn admin(
     })
 }
 
-/// Unwraps a forwarded client request, decides it, and wraps its response (KIP-590).
-async fn envelope(state: Arc<BrokerState>, req: EnvelopeRequest) -> ResponseKind {
+/// The client requests a broker may forward in an Envelope (KIP-590).
+fn forwardable(api: protocol::ApiKey) -> bool {
+    use protocol::ApiKey as A;
+    matches!(
+        api,
+        A::CreateTopics
+            | A::DeleteTopics
+            | A::CreatePartitions
+            | A::AlterConfigs
+            | A::IncrementalAlterConfigs
+            | A::AlterUserScramCredentials
+            | A::CreateAcls
+            | A::DeleteAcls
+    )
+}
+
+/// Unwraps a forwarded client request, decides it as the client's (the Envelope's
+/// `request_principal` and client address, authorized here as Kafka's controller does), and
+/// wraps its response (KIP-590). Only a node with CLUSTER_ACTION may forward.
+async fn envelope(
+    state: Arc<BrokerState>,
+    req: EnvelopeRequest,
+    listener: Arc<str>,
+    access: crate::authz::Access,
+) -> ResponseKind {
     let fail = |e: ErrorCode| {
         ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(e.code()))
     };
+    if !access.allows_cluster(model::acl::AclOperation::ClusterAction) {
+        return fail(ErrorCode::ClusterAuthorizationFailed);
+    }
+    if !state.is_active_controller() {
+        return fail(ErrorCode::NotController);
+    }
+    let principal = req
+        .request_principal
+        .as_deref()
+        .and_then(crate::authz::deserialize_principal);
+    let address = crate::authz::envelope_client_address(&req.client_host_address);
+    let who = match (principal, address) {
+        (Some(p), Some(a)) => Arc::new(auth::acl::RequestContext::new(p, a)),
+        // Without an authorizer nothing is decided by who asks.
+        _ if !access.enabled() => access.who().clone().into(),
+        _ => {
+            tracing::info!("refusing an Envelope without a readable principal and client address");
+            return fail(ErrorCode::PrincipalDeserializationFailure);
+        }
+    };
     let inner = match protocol::decode_request(req.request_data.clone()) {
-        Ok(r) => r,
+        Ok(r) if forwardable(r.api_key) => r,
+        Ok(r) => {
+            tracing::debug!(api = ?r.api_key, "refusing a forwarded request that is not forwardable");
+            return fail(ErrorCode::InvalidRequest);
+        }
         Err(e) => {
             tracing::debug!(error = %e, "undecodable forwarded request");
             return fail(ErrorCode::InvalidRequest);
         }
     };
-    let (api, version, correlation_id) = (inner.api_key, inner.version(), inner.correlation_id());
-    let Some(resp) = admin(state, inner.body, version, Origin::Client).await else {
-        return fail(ErrorCode::InvalidRequest);
+    let host = format!("/{}", who.host);
+    let inner_access = crate::authz::Access::new(state.authorizer(), who);
+    let frame = match handlers::dispatch(&state, inner, &host, &listener, inner_access) {
+        Reply::Ready(b) => Some(b),
+        Reply::Later(f) => f.await,
+        _ => None,
     };
-    match protocol::encode_response(api, version, correlation_id, &resp) {
+    match frame {
         // Without the size prefix: the broker frames it for its client.
-        Ok(frame) => ResponseKind::Envelope(
+        Some(frame) if frame.len() >= 4 => ResponseKind::Envelope(
             EnvelopeResponse::default().with_response_data(Some(frame.slice(4..))),
         ),
-        Err(e) => {
-            tracing::error!(error = %e, "encoding a forwarded response failed");
+        _ => {
+            tracing::error!("a forwarded request produced no response");
             fail(ErrorCode::UnknownServerError)
         }
     }
 }
 
+/// Kafka's answer to a node without CLUSTER_ACTION sending a broker-only request (or an
+/// administration request on its own behalf) to a CONTROLLER listener.
+fn cluster_denied(body: &RequestKind, version: i16) -> Option<ResponseKind> {
+    let c = ErrorCode::ClusterAuthorizationFailed.code();
+    if let Some(r) =
+        crate::authz::denied_response(body, version, ErrorCode::ClusterAuthorizationFailed)
+    {
+        return Some(r);
+    }
+    Some(match body {
+        RequestKind::BrokerRegistration(_) => ResponseKind::BrokerRegistration(
+            BrokerRegistrationResponse::default().with_error_code(c),
+        ),
+        RequestKind::BrokerHeartbeat(_) => {
+            ResponseKind::BrokerHeartbeat(BrokerHeartbeatResponse::default().with_error_code(c))
+        }
+        RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(c),
+        ),
+        RequestKind::AlterPartition(_) => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(c))
+        }
+        RequestKind::Envelope(_) => {
+            ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(c))
+        }
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        create_topics_response::CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(
+            DeleteTopicsResponse::default().with_responses(
+                r.topic_names
+                    .iter()
+                    .map(|t| {
+                        delete_topics_response::DeletableTopicResult::default()
+                            .with_name(Some(t.clone()))
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(
+            CreatePartitionsResponse::default().with_results(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        create_partitions_response::CreatePartitionsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(
+            AlterConfigsResponse::default().with_responses(
+                r.resources
+                    .iter()
+                    .map(|x| {
+                        alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_resource_type(x.resource_type)
+                            .with_resource_name(x.resource_name.clone())
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsResponse::default().with_responses(
+                r.resources
+                    .iter()
+                    .map(|x| {
+                        incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_resource_type(x.resource_type)
+                            .with_resource_name(x.resource_name.clone())
+                            .with_error_code(c)
+                    })
+                    .collect(),
+            ),
+        ),
+        _ => return None,
+    })
+}
+
 /// Routes a decoded request on a CONTROLLER listener.
-pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc<str>) -> Reply {
+///
+/// With an authorizer, what only nodes send (BrokerRegistration, BrokerHeartbeat,
+/// AllocateProducerIds, AlterPartition, Envelope, administration on a node's own behalf) needs
+/// CLUSTER_ACTION on the cluster, as Kafka's `ControllerApis`; DescribeQuorum needs DESCRIBE.
+/// Requests a broker forwards are authorized as their client's (see `envelope`).
+pub fn dispatch(
+    state: &Arc<BrokerState>,
+    req: protocol::Request,
+    listener: &Arc<str>,
+    access: crate::authz::Access,
+) -> Reply {
     let ctx = Ctx {
         api: req.api_key,
         version: req.version(),
         correlation_id: req.correlation_id(),
         listener: listener.clone(),
-        // The controller listener serves the cluster's own nodes (and forwarded requests the
-        // receiving broker authorized): it is not authorized again.
-        access: crate::authz::Access::unrestricted(),
+        access,
     };
     let v = ctx.version;
     let state = state.clone();
+    use model::acl::AclOperation as Op;
+    let needed = match &req.body {
+        RequestKind::ApiVersions(_)
+        | RequestKind::DescribeCluster(_)
+        | RequestKind::SaslHandshake(_)
+        | RequestKind::SaslAuthenticate(_) => None,
+        RequestKind::DescribeQuorum(_) => Some(Op::Describe),
+        _ => Some(Op::ClusterAction),
+    };
+    if let Some(op) = needed {
+        if !ctx.access.allows_cluster(op) {
+            return match cluster_denied(&req.body, v) {
+                Some(resp) => ctx.ready(resp),
+                None => ctx.ready(ResponseKind::DescribeQuorum(
+                    DescribeQuorumResponse::default()
+                        .with_error_code(ErrorCode::ClusterAuthorizationFailed.code()),
+                )),
+            };
+        }
+    }
     match req.body {
+        body @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
+            // Only reached on a listener without SASL.
+            match crate::sasl::illegal_state(&body) {
+                Some(resp) => ctx.ready(resp),
+                None => Reply::Later(Box::pin(async { None })),
+            }
+        }
         RequestKind::ApiVersions(_) => ctx.ready(ResponseKind::ApiVersions(
             protocol::versions::api_versions_response_for(
                 protocol::versions::CONTROLLER_SUPPORTED,
@@ -470,7 +646,7 @@ pub fn dispatch(state: &Arc<BrokerState>, req: protocol::Request, listener: &Arc
             ctx.encode(resp)
         })),
         RequestKind::Envelope(r) => Reply::Later(Box::pin(async move {
-            let resp = envelope(state, r).await;
+            let resp = envelope(state, r, ctx.listener.clone(), ctx.access.clone()).await;
             ctx.encode(resp)
         })),
         RequestKind::BrokerRegistration(r) => Reply::Later(Box::pin(async move {
@@ -519,7 +695,14 @@ fn private_frame(correlation_id: i32, body: &[u8]) -> Bytes {
 }
 
 /// Serves a private-API frame; `None` closes the connection (malformed).
-pub fn private(state: &Arc<BrokerState>, mut frame: Bytes) -> Option<Reply> {
+///
+/// With an authorizer, only nodes with CLUSTER_ACTION may send them (Kafka's Raft APIs need
+/// it); others get CLUSTER_AUTHORIZATION_FAILED.
+pub fn private(
+    state: &Arc<BrokerState>,
+    mut frame: Bytes,
+    access: &crate::authz::Access,
+) -> Option<Reply> {
     let header = match <protocol::RequestHeader as protocol::Decode>::decode(&mut frame, 1) {
         Ok(h) => h,
         Err(e) => {
@@ -530,6 +713,12 @@ pub fn private(state: &Arc<BrokerState>, mut frame: Bytes) -> Option<Reply> {
     let correlation_id = header.correlation_id;
     if header.request_api_version != wire::WIRE_VERSION {
         return None;
+    }
+    if !access.allows_cluster(model::acl::AclOperation::ClusterAction) {
+        return Some(Reply::Ready(private_frame(
+            correlation_id,
+            &wire::encode_error(ErrorCode::ClusterAuthorizationFailed.code()),
+        )));
     }
     let quorum = state.quorum.clone();
     match header.request_api_key {

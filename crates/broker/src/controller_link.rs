@@ -466,12 +466,20 @@ impl ControllerLink {
         correlation_id: i32,
         client_id: &str,
         body: &impl protocol::Encode,
-        client_host: &str,
+        who: &auth::acl::RequestContext,
     ) -> Option<(Bytes, i64)> {
         let inner = self.inner_request(api_key, version, correlation_id, client_id, body)?;
+        // As Kafka: the client's principal (DefaultPrincipalData) and address (raw bytes), so
+        // the controller authorizes the request as the client's.
+        let address = match who.host.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(a)) => Bytes::copy_from_slice(&a.octets()),
+            Ok(std::net::IpAddr::V6(a)) => Bytes::copy_from_slice(&a.octets()),
+            Err(_) => Bytes::new(),
+        };
         let envelope = EnvelopeRequest::default()
             .with_request_data(inner)
-            .with_client_host_address(Bytes::copy_from_slice(client_host.as_bytes()));
+            .with_request_principal(Some(crate::authz::serialize_principal(&who.principal)))
+            .with_client_host_address(address);
         let link = self.leader_link().await.ok()?;
         let resp = match link.call(&envelope).await {
             Ok(r) => r,

@@ -231,6 +231,11 @@ impl Broker {
         link_config.client_id = format!("moldau-node-{}", config.node_id);
         link_config.request_timeout_ms = 30_000;
         link_config.connect_timeout_ms = 2_000;
+        // Brokers reaching the active controller and voters reaching each other authenticate
+        // on the controller listener as its protocol says.
+        if let Some(c) = &config.security.controller {
+            link_config.security = peers::client_security(c).map_err(BrokerError::Tls)?;
+        }
         let cancel = CancellationToken::new();
         let mut quorum_fatal = None;
         let (quorum, leadership) = if config.roles.controller {
@@ -355,6 +360,7 @@ impl Broker {
 
         // Voters and observers reach this node's controller listeners from now on.
         for (l, listener) in controller_listeners {
+            let listener_tls = tls.get(&l.name).cloned();
             let accept_state = state.clone();
             let accept_cancel = cancel.clone();
             let accept_tasks = tasks.clone();
@@ -364,7 +370,7 @@ impl Broker {
                     listener,
                     name,
                     connection::ListenerKind::Controller,
-                    None,
+                    listener_tls,
                     accept_state,
                     accept_cancel,
                     accept_tasks,

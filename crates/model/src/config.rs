@@ -478,6 +478,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "the SASL mechanism brokers use on the inter-broker listener (default: its first enabled mechanism); the user is the username/password of listener.name.<listener>.<mechanism>.sasl.jaas.config",
     ),
     broker(
+        "sasl.mechanism.controller.protocol",
+        "GSSAPI",
+        ConfigType::String,
+        "the SASL mechanism nodes use on a SASL controller listener (default: its first enabled mechanism); the user is the username/password of listener.name.<controller listener>.<mechanism>.sasl.jaas.config",
+    ),
+    broker(
         "security.inter.broker.protocol",
         "",
         ConfigType::String,
@@ -1487,7 +1493,7 @@ impl BrokerConfig {
             &props,
             &cluster.listeners,
             &cluster.inter_broker,
-            &cluster.controller_names,
+            cluster.controller.as_ref(),
         )?;
         let rf = int("default.replication.factor", 1)?;
         let cluster_id = Some(get("cluster.id")).filter(|s| !s.is_empty());
@@ -1608,6 +1614,9 @@ struct ClusterShape {
     voters: Vec<Voter>,
     controller_names: Vec<String>,
     inter_broker: String,
+    /// The controller listener this node dials (the first of `controller.listener.names`),
+    /// with its protocol from the map; also on broker-only nodes, which do not bind it.
+    controller: Option<Listener>,
 }
 
 impl ClusterShape {
@@ -1629,28 +1638,6 @@ impl ClusterShape {
             .map(|s| s.trim().to_ascii_uppercase())
             .filter(|s| !s.is_empty())
             .collect();
-        for l in listeners.iter().chain(&advertised) {
-            // Every protocol is served on broker listeners; the controller listener (dialled
-            // by this code's own clients, which do not speak TLS nor SASL yet) stays PLAINTEXT.
-            let served = l.security_protocol == SecurityProtocol::Plaintext
-                || !controller_names.contains(&l.name);
-            if !served {
-                let key = if listeners.contains(l) {
-                    "listeners"
-                } else {
-                    "advertised.listeners"
-                };
-                return Err(ConfigError::new(
-                    key,
-                    &l.name,
-                    format!(
-                        "controller listener {} uses security protocol {}, which is not supported yet (a controller listener is PLAINTEXT)",
-                        l.name,
-                        l.security_protocol.name()
-                    ),
-                ));
-            }
-        }
         for a in &advertised {
             if !listeners.iter().any(|l| l.name == a.name) {
                 return Err(ConfigError::new(
@@ -1726,6 +1713,21 @@ impl ClusterShape {
                 name
             }
         };
+        let controller = controller_names.first().map(|name| {
+            listeners
+                .iter()
+                .find(|l| &l.name == name)
+                .cloned()
+                .unwrap_or_else(|| Listener {
+                    name: name.clone(),
+                    host: String::new(),
+                    port: 0,
+                    security_protocol: protocols
+                        .get(name)
+                        .copied()
+                        .unwrap_or(SecurityProtocol::Plaintext),
+                })
+        });
         let client = broker_listeners.first();
         let listen = client.map(|l| l.address()).unwrap_or_default();
         let advertise = client
@@ -1740,6 +1742,7 @@ impl ClusterShape {
             voters,
             controller_names,
             inter_broker,
+            controller,
         })
     }
 }
@@ -1938,15 +1941,38 @@ mod tests {
         // SASL_PLAINTEXT is served, but never with Kafka's default mechanism (GSSAPI).
         let e = err(&[("listeners", "SASL_PLAINTEXT://127.0.0.1:9093")]);
         assert_eq!(e.key, "sasl.enabled.mechanisms", "{e}");
-        let e = err(&[
+        // A SASL controller listener: nodes dial it with sasl.mechanism.controller.protocol.
+        let b = BrokerConfig::from_props(map(&[
             ("listeners", "PLAINTEXT://h:1,CONTROLLER://h:2"),
             (
                 "listener.security.protocol.map",
                 "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
             ),
             ("sasl.enabled.mechanisms", "PLAIN"),
-        ]);
-        assert_eq!(e.key, "listeners", "{e}");
+        ]))
+        .unwrap();
+        let c = b.security.controller.unwrap();
+        assert_eq!(c.protocol, SecurityProtocol::SaslPlaintext);
+        assert_eq!(c.sasl.unwrap().mechanism, "PLAIN");
+        // A broker-only node dials the controller listener it does not bind.
+        let b = BrokerConfig::from_props(map(&[
+            ("process.roles", "broker"),
+            ("listeners", "PLAINTEXT://h:1"),
+            ("node.id", "2"),
+            ("controller.quorum.voters", "1@h:2"),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            ),
+            ("listener.name.controller.sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+            (
+                "listener.name.controller.scram-sha-256.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="p";"#,
+            ),
+        ]))
+        .unwrap();
+        let sasl = b.security.controller.unwrap().sasl.unwrap();
+        assert_eq!(sasl.username.as_deref(), Some("b"));
         let ok = BrokerConfig::from_props(map(&[
             ("listeners", "SASL_PLAINTEXT://127.0.0.1:9093"),
             ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),

@@ -94,6 +94,9 @@ pub struct SecurityConfig {
     /// How this node dials other brokers' inter-broker listener (None when the node has no
     /// such listener, e.g. a controller-only node).
     pub inter_broker: Option<PeerClientConfig>,
+    /// How this node dials the controller listener (`sasl.mechanism.controller.protocol`):
+    /// brokers reaching the active controller, voters reaching each other.
+    pub controller: Option<PeerClientConfig>,
 }
 
 /// How this node connects, as a client, to a listener of the same name on another node: the
@@ -231,8 +234,17 @@ pub fn parse(
     props: &BTreeMap<String, String>,
     listeners: &[Listener],
     inter_broker_listener: &str,
-    _controller_listeners: &[String],
+    controller: Option<&Listener>,
 ) -> Result<SecurityConfig, ConfigError> {
+    // A broker-only node does not bind the controller listener but dials it, with that
+    // listener's `listener.name.<controller>.*` settings.
+    let mut all: Vec<Listener> = listeners.to_vec();
+    if let Some(c) = controller {
+        if !all.iter().any(|l| l.name == c.name) {
+            all.push(c.clone());
+        }
+    }
+    let listeners = &all[..];
     for (k, v) in props {
         if let Some(rest) = k.strip_prefix("listener.name.") {
             let name = rest.split('.').next().unwrap_or_default();
@@ -358,6 +370,14 @@ pub fn parse(
             &config,
             l,
             "sasl.mechanism.inter.broker.protocol",
+        )?);
+    }
+    if let Some(c) = controller {
+        config.controller = Some(peer_client(
+            props,
+            &config,
+            c,
+            "sasl.mechanism.controller.protocol",
         )?);
     }
     Ok(config)
@@ -744,7 +764,7 @@ mod tests {
             ]),
             &ls,
             "",
-            &[],
+            None,
         )
         .unwrap();
         assert!(c.sasl_listener("PLAINTEXT").is_none());
@@ -765,7 +785,7 @@ mod tests {
             ("ssl.truststore.type", "PEM"),
             ("ssl.keystore.location", "/k.pem"),
         ];
-        let c = parse(&props(&pem), &ls, "", &[]).unwrap();
+        let c = parse(&props(&pem), &ls, "", None).unwrap();
         let t = c.tls_listener("TLS").unwrap();
         assert_eq!(
             (t.keystore_location.as_str(), t.client_auth),
@@ -775,7 +795,7 @@ mod tests {
         let with = |extra: &[(&str, &str)]| {
             let mut kv = pem.to_vec();
             kv.extend_from_slice(extra);
-            parse(&props(&kv), &ls, "", &[])
+            parse(&props(&kv), &ls, "", None)
         };
         let e = with(&[("ssl.client.auth", "required")]).unwrap_err();
         assert_eq!(e.key, "ssl.truststore.location");
@@ -802,7 +822,7 @@ mod tests {
             with(&[("ssl.key.password", "x")]).unwrap_err().key,
             "ssl.key.password"
         );
-        let e = parse(&props(&[]), &ls, "", &[]).unwrap_err();
+        let e = parse(&props(&[]), &ls, "", None).unwrap_err();
         assert_eq!(e.key, "ssl.keystore.type");
     }
 
@@ -810,7 +830,7 @@ mod tests {
     fn what_cannot_be_served_is_an_error_naming_the_key() {
         let ls = listeners("EXTERNAL://h:2");
         // Kafka's default mechanism is GSSAPI, which Moldau does not serve.
-        let e = parse(&props(&[]), &ls, "", &[]).unwrap_err();
+        let e = parse(&props(&[]), &ls, "", None).unwrap_err();
         assert_eq!(e.key, "sasl.enabled.mechanisms");
         assert!(e.reason.contains("GSSAPI"), "{e}");
         let e = parse(
@@ -820,7 +840,7 @@ mod tests {
             )]),
             &ls,
             "",
-            &[],
+            None,
         )
         .unwrap_err();
         assert_eq!(e.key, "listener.name.external.sasl.enabled.mechanisms");
@@ -831,7 +851,7 @@ mod tests {
             ]),
             &ls,
             "",
-            &[],
+            None,
         )
         .unwrap_err();
         assert_eq!(e.key, "listener.name.other.sasl.enabled.mechanisms");
@@ -845,7 +865,7 @@ mod tests {
             ]),
             &ls,
             "",
-            &[],
+            None,
         )
         .unwrap_err();
         assert!(e.reason.contains("PlainLoginModule"), "{e}");

@@ -67,6 +67,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// api keys outside Kafka's range, handled before this table is consulted.
 pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::AlterConfigs, 0, 2),

@@ -118,7 +118,7 @@ where
     let state = state.clone();
     Reply::Later(Box::pin(async move {
         if !state.is_active_controller() {
-            let (client_id, client_host) = &client;
+            let (client_id, _) = &client;
             let forwarded = state
                 .controller
                 .forward(
@@ -127,7 +127,7 @@ where
                     ctx.correlation_id,
                     client_id,
                     &req,
-                    client_host,
+                    ctx.access.who(),
                 )
                 .await;
             if let Some((frame, offset)) = forwarded {

@@ -280,8 +280,13 @@ def test_reauthentication_keeps_clients_working(brokers, topic):
 @pytest.mark.parametrize("settings,key", [
     # Kafka's default keystore type (JKS) is not read: never a plaintext downgrade.
     ({"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}, "ssl.keystore.type"),
+    # A TLS controller listener needs its PEM stores like any other.
     ({"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "listeners"),
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "ssl.keystore.type"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "SCRAM-SHA-256"},
+     "sasl.mechanism.controller.protocol"),
     ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"),
     ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN,GSSAPI"},
      "sasl.enabled.mechanisms"),

@@ -250,3 +250,44 @@ def test_confluent_broker_log_retention_ms_has_no_value_of_its_own(cadmin):
     configs = cadmin.describe_configs([r])[r].result(timeout=20)
     assert configs["log.retention.ms"].value is None
     assert configs["log.segment.bytes"].value == "1073741824"
+
+
+def test_broker_time_keys_in_other_units(brokers):
+    """log.retention.hours/minutes, log.roll.hours and log.roll.jitter.hours set statically:
+    they set the topic defaults (minutes beat hours, a .ms key beats both) and are described
+    as Kafka 4.4 describes them (values, sources and synonyms checked against a Kafka started
+    with the same settings)."""
+    server = brokers.start("units", **{"log.retention.hours": 24, "log.retention.minutes": 90,
+                                       "log.roll.hours": 2, "log.roll.jitter.hours": 1})
+    admin = clients.confluent_admin(server.bootstrap)
+    topic = _name("units")
+    _create(admin, topic)
+    t = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([t])[t].result(timeout=20)
+    got = {k: (configs[k].value, configs[k].source) for k in ("retention.ms", "segment.ms", "segment.jitter.ms")}
+    default = ConfigSource.DEFAULT_CONFIG.value
+    assert got == {"retention.ms": ("5400000", default), "segment.ms": ("7200000", default),
+                   "segment.jitter.ms": ("3600000", default)}
+    kadmin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=15000)
+    try:
+        b = kadmin.describe_configs([KConfigResource(ConfigResourceType.BROKER, "1")], include_synonyms=True,
+                                    config_filter="all")["broker"]["1"]
+    finally:
+        kadmin.close()
+
+    def syn(*entries):
+        return [{"name": n, "value": v, "source": s} for n, v, s in entries]
+    static, dflt = "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG"
+    want = {
+        "log.retention.hours": ("24", static, True, syn(("log.retention.hours", "24", static),
+                                                        ("log.retention.hours", "168", dflt))),
+        "log.retention.minutes": ("90", static, True, syn(("log.retention.minutes", "90", static),
+                                                          ("log.retention.hours", "24", static),
+                                                          ("log.retention.hours", "168", dflt))),
+        "log.retention.ms": (None, dflt, False, []),
+        "log.roll.hours": ("2", static, True, syn(("log.roll.hours", "2", static), ("log.roll.hours", "168", dflt))),
+        "log.roll.jitter.hours": ("1", static, True, syn(("log.roll.jitter.hours", "1", static),
+                                                         ("log.roll.jitter.hours", "0", dflt))),
+        "log.roll.ms": (None, dflt, False, []),
+    }
+    assert {k: (b[k]["value"], b[k]["config_source"], b[k]["read_only"], b[k]["synonyms"]) for k in want} == want

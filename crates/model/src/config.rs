@@ -384,28 +384,66 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     ),
 ];
 
-/// Broker keys that are topic-config synonyms but have no default of their own in Kafka (the
-/// default comes from an hours or minutes variant): DescribeConfigs lists no default synonym
-/// for them.
+/// Broker keys that have no default of their own in Kafka (the default comes from another
+/// key of their synonym group): DescribeConfigs shows no value for them unless set.
 const SYNONYMS_WITHOUT_DEFAULT: &[&str] = &[
     "log.retention.ms",
+    "log.retention.minutes",
     "log.roll.ms",
     "log.roll.jitter.ms",
     "log.flush.interval.ms",
 ];
 
+/// Broker keys that set the same topic default in other units (Kafka's
+/// `DynamicBrokerConfig.brokerConfigSynonyms`): the topic default's broker key first, then
+/// its alternatives in precedence order, each with its unit in milliseconds. The first one set
+/// wins; a negative result means unlimited (-1), as in Kafka's `LogConfig`.
+const UNIT_SYNONYMS: &[(&str, &[(&str, i64)])] = &[
+    (
+        "log.retention.ms",
+        &[
+            ("log.retention.minutes", 60_000),
+            ("log.retention.hours", 3_600_000),
+        ],
+    ),
+    ("log.roll.ms", &[("log.roll.hours", 3_600_000)]),
+    (
+        "log.roll.jitter.ms",
+        &[("log.roll.jitter.hours", 3_600_000)],
+    ),
+];
+
+/// The synonym group of a broker key in Kafka's precedence order (DescribeConfigs lists a
+/// key's synonyms from this group, layer by layer); a key outside any group is its own.
+pub fn broker_synonym_group(name: &str) -> Vec<&str> {
+    UNIT_SYNONYMS
+        .iter()
+        .find(|(ms, alts)| *ms == name || alts.iter().any(|(k, _)| *k == name))
+        .map(|(ms, alts)| {
+            std::iter::once(*ms)
+                .chain(alts.iter().map(|(k, _)| *k))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![name])
+}
+
+/// The value a topic default's broker key takes from one of its alternatives when it is not
+/// set itself (`log.retention.ms` from `log.retention.minutes` or `log.retention.hours`),
+/// in milliseconds, as Kafka derives it; None when the key has no alternatives. The
+/// alternatives are static keys, read from the broker's static config.
+pub fn derived_broker_value(key: &str, static_props: &BTreeMap<String, String>) -> Option<String> {
+    let (_, alts) = UNIT_SYNONYMS.iter().find(|(ms, _)| *ms == key)?;
+    alts.iter().find_map(|(alt, unit)| {
+        let v = static_props.get(*alt)?.trim().parse::<i64>().ok()?;
+        let ms = v.saturating_mul(*unit);
+        Some(if ms < 0 { -1 } else { ms }.to_string())
+    })
+}
+
 /// Whether a broker key has a default of its own (DescribeConfigs shows no value for one that
 /// does not, unless it is set).
 pub fn has_own_default(broker_key: &str) -> bool {
     !SYNONYMS_WITHOUT_DEFAULT.contains(&broker_key)
-}
-
-/// The broker-level default synonym DescribeConfigs lists for a topic config, as Kafka does:
-/// the broker synonym with its default, when that synonym has a default of its own.
-pub fn default_synonym(def: &ConfigDef) -> Option<(&'static str, &'static str)> {
-    def.broker_synonym
-        .filter(|s| !SYNONYMS_WITHOUT_DEFAULT.contains(s))
-        .map(|s| (s, def.default))
 }
 
 /// Broker-only keys (topic defaults are set through the synonyms in `TOPIC_CONFIGS`).
@@ -602,6 +640,30 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "16777216",
         ConfigType::Long,
         "unwritten response bytes per connection past which its next request waits (Moldau)",
+    ),
+    broker(
+        "log.retention.minutes",
+        "",
+        ConfigType::Int,
+        "retention of a topic without retention.ms, in minutes, when log.retention.ms is not set",
+    ),
+    broker(
+        "log.retention.hours",
+        "168",
+        ConfigType::Int,
+        "retention of a topic without retention.ms, in hours, when neither log.retention.ms nor log.retention.minutes is set",
+    ),
+    broker(
+        "log.roll.hours",
+        "168",
+        ConfigType::Int,
+        "segment.ms of a topic without one, in hours, when log.roll.ms is not set",
+    ),
+    broker(
+        "log.roll.jitter.hours",
+        "0",
+        ConfigType::Int,
+        "segment.jitter.ms of a topic without one, in hours, when log.roll.jitter.ms is not set",
     ),
     broker(
         "log.retention.check.interval.ms",
@@ -1060,7 +1122,36 @@ impl TopicConfig {
         if let Some(v) = def.broker_synonym.and_then(|s| broker.get(s)) {
             return Some((v.clone(), ConfigSource::StaticBroker));
         }
-        Some((def.default.to_string(), ConfigSource::Default))
+        Some((Self::broker_default(def, broker), ConfigSource::Default))
+    }
+
+    /// As [`TopicConfig::lookup_layered`], as Kafka's controller reports a new topic's configs
+    /// in a CreateTopics answer: a value derived from a static key in other units
+    /// (`log.roll.hours`...) comes from STATIC_BROKER_CONFIG there (DescribeConfigs says
+    /// DEFAULT_CONFIG for the same value).
+    pub fn lookup_created(
+        name: &str,
+        layers: &BrokerLayers<'_>,
+        topic: &BTreeMap<String, String>,
+    ) -> Option<(String, ConfigSource)> {
+        let (value, source) = Self::lookup_layered(name, layers, topic)?;
+        let derived = topic_config_def(name)
+            .and_then(|d| d.broker_synonym)
+            .is_some_and(|s| derived_broker_value(s, layers.static_props).is_some());
+        if source == ConfigSource::Default && derived {
+            Some((value, ConfigSource::StaticBroker))
+        } else {
+            Some((value, source))
+        }
+    }
+
+    /// The default of a topic key no layer sets: from an alternative broker key in other
+    /// units (`log.retention.hours`...) when one is set (Kafka still reports it as
+    /// DEFAULT_CONFIG), else Kafka's default.
+    fn broker_default(def: &ConfigDef, static_props: &BTreeMap<String, String>) -> String {
+        def.broker_synonym
+            .and_then(|s| derived_broker_value(s, static_props))
+            .unwrap_or_else(|| def.default.to_string())
     }
 
     /// As [`TopicConfig::lookup`], telling the broker-level layers apart (a value inherited
@@ -1080,7 +1171,10 @@ impl TopicConfig {
         {
             return Some((v.to_string(), source));
         }
-        Some((def.default.to_string(), ConfigSource::Default))
+        Some((
+            Self::broker_default(def, layers.static_props),
+            ConfigSource::Default,
+        ))
     }
 
     /// Resolves a topic's effective config from its overrides and the broker's settings
@@ -1470,6 +1564,18 @@ impl BrokerConfig {
                 && !crate::security::is_listener_key(k)
             {
                 return Err(ConfigError::new(k, v, "unknown broker config"));
+            }
+        }
+        // The hours and minutes variants of the topic time defaults, with Kafka's types and
+        // ranges (they only feed `derived_broker_value`).
+        for (key, min) in [
+            ("log.retention.minutes", i32::MIN),
+            ("log.retention.hours", i32::MIN),
+            ("log.roll.hours", 1),
+            ("log.roll.jitter.hours", 0),
+        ] {
+            if let Some(v) = props.get(key) {
+                at_least(key, v, parse_i32(key, v)?, min)?;
             }
         }
         let get = |name: &str| -> String {
@@ -1911,6 +2017,55 @@ mod tests {
             TopicConfig::lookup("segment.bytes", &broker, &topic),
             Some(("1048576".into(), ConfigSource::StaticBroker))
         );
+    }
+
+    #[test]
+    fn hours_and_minutes_keys_set_topic_time_defaults_as_kafka() {
+        // log.retention.ms beats log.retention.minutes beats log.retention.hours.
+        let broker = map(&[
+            ("log.retention.hours", "24"),
+            ("log.retention.minutes", "90"),
+            ("log.roll.hours", "2"),
+            ("log.roll.jitter.hours", "1"),
+        ]);
+        BrokerConfig::from_props(broker.clone()).unwrap();
+        let t = TopicConfig::resolve(&broker, &BTreeMap::new()).unwrap();
+        assert_eq!(t.retention_ms, 90 * 60_000);
+        assert_eq!(t.segment_ms, 2 * 3_600_000);
+        assert_eq!(t.segment_jitter_ms, 3_600_000);
+        // Kafka reports a value derived from another unit as DEFAULT_CONFIG.
+        assert_eq!(
+            TopicConfig::lookup("retention.ms", &broker, &BTreeMap::new()),
+            Some(("5400000".into(), ConfigSource::Default))
+        );
+        let only_hours = map(&[("log.retention.hours", "-1")]);
+        let t = TopicConfig::resolve(&only_hours, &BTreeMap::new()).unwrap();
+        assert_eq!(t.retention_ms, -1);
+        let mut with_ms = broker.clone();
+        with_ms.insert("log.retention.ms".into(), "1000".into());
+        let t = TopicConfig::resolve(&with_ms, &BTreeMap::new()).unwrap();
+        assert_eq!(t.retention_ms, 1000);
+        assert_eq!(
+            broker_synonym_group("log.retention.hours"),
+            [
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours"
+            ]
+        );
+        assert_eq!(
+            broker_synonym_group("log.segment.bytes"),
+            ["log.segment.bytes"]
+        );
+        // Kafka's types and ranges.
+        for (k, v) in [
+            ("log.roll.hours", "0"),
+            ("log.roll.jitter.hours", "-1"),
+            ("log.retention.hours", "x"),
+        ] {
+            let e = BrokerConfig::from_props(map(&[(k, v)])).unwrap_err();
+            assert_eq!(e.key, k);
+        }
     }
 
     #[test]

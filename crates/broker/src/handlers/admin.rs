@@ -206,7 +206,7 @@ fn topic_configs(
     model::config::TOPIC_CONFIGS
         .iter()
         .filter_map(|def| {
-            let (value, source) = model::TopicConfig::lookup_layered(def.name, &layers, overrides)?;
+            let (value, source) = model::TopicConfig::lookup_created(def.name, &layers, overrides)?;
             Some(
                 CreatableTopicConfigs::default()
                     .with_name(str_bytes(def.name))

@@ -80,12 +80,11 @@ fn describe_topic(
                 synonyms.push(synonym(def.name, v, ConfigSource::Topic));
             }
             if let Some(s) = def.broker_synonym {
-                for (v, source) in layers.sources(s) {
-                    synonyms.push(synonym(s, v, source));
-                }
-            }
-            if let Some((name, default)) = model::config::default_synonym(def) {
-                synonyms.push(synonym(name, default, ConfigSource::Default));
+                synonyms.extend(
+                    broker_synonyms(layers, s)
+                        .into_iter()
+                        .map(|(k, v, source)| synonym(&k, &v, source)),
+                );
             }
             Some(entry(
                 def,
@@ -98,6 +97,47 @@ fn describe_topic(
             ))
         })
         .collect()
+}
+
+/// The synonyms of a broker key as Kafka's `ConfigHelper.configSynonyms` lists them: every
+/// key of its synonym group (`log.retention.ms`, `log.retention.minutes`,
+/// `log.retention.hours`), layer by layer (dynamic per broker, dynamic cluster default,
+/// static, default), starting at the first entry of the key itself (an hours key never
+/// lists the `.ms` key that overrides it; a `.ms` key without a value of its own lists
+/// nothing unless set).
+fn broker_synonyms(layers: &BrokerLayers<'_>, name: &str) -> Vec<(String, String, ConfigSource)> {
+    let group = model::config::broker_synonym_group(name);
+    let mut all: Vec<(String, String, ConfigSource)> = Vec::new();
+    for key in &group {
+        all.extend(
+            layers
+                .sources(key)
+                .into_iter()
+                .map(|(v, source)| (key.to_string(), v.to_string(), source)),
+        );
+    }
+    for key in &group {
+        if let Some(def) = broker_config_def(key).filter(|_| model::config::has_own_default(key)) {
+            all.push((
+                key.to_string(),
+                def.default.to_string(),
+                ConfigSource::Default,
+            ));
+        }
+    }
+    // Layer by layer; within a layer the group's order (a stable sort keeps it).
+    let rank = |s: ConfigSource| match s {
+        ConfigSource::DynamicBroker => 0,
+        ConfigSource::DynamicDefaultBroker => 1,
+        ConfigSource::StaticBroker => 2,
+        _ => 3,
+    };
+    all.sort_by_key(|(_, _, source)| rank(*source));
+    let start = all
+        .iter()
+        .position(|(k, _, _)| k == name)
+        .unwrap_or(all.len());
+    all.split_off(start)
 }
 
 /// The configs of a group (listed whether or not the group exists, as Kafka does).
@@ -162,24 +202,18 @@ fn describe_broker(
     defs.filter(|(_, name)| seen.insert(*name))
         .filter(|(_, name)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == name)))
         .map(|(def, name)| {
-            let sources = layers.sources(name);
             // Keys whose default comes from another key (log.retention.ms from
-            // log.retention.hours...) have no value of their own unless set, as in Kafka.
-            let own_default = model::config::has_own_default(name);
-            let (value, source) = match sources.first() {
-                Some((v, source)) => (Some(v.to_string()), *source),
-                None => (
-                    own_default.then(|| def.default.to_string()),
-                    ConfigSource::Default,
-                ),
-            };
-            let mut synonyms: Vec<_> = sources
+            // log.retention.hours...) have no value of their own unless set, as in Kafka; the
+            // source is the first synonym's.
+            let all = broker_synonyms(layers, name);
+            let value = all.first().map(|(_, v, _)| v.clone());
+            let source = all
+                .first()
+                .map_or(ConfigSource::Default, |(_, _, source)| *source);
+            let synonyms = all
                 .iter()
-                .map(|(v, source)| synonym(name, v, *source))
+                .map(|(k, v, source)| synonym(k, v, *source))
                 .collect();
-            if own_default {
-                synonyms.push(synonym(name, def.default, ConfigSource::Default));
-            }
             let read_only = !is_dynamic_broker_config(name);
             entry(def, name, value, source, read_only, synonyms, opts)
         })

@@ -1,4 +1,4 @@
-//! `moldau cluster info`.
+//! `moldau cluster info` (and `moldau cluster start`, in `cluster_start`).
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -9,6 +9,10 @@ use super::Common;
 
 #[derive(Subcommand, Debug)]
 pub enum ClusterCommand {
+    /// Start a local cluster for development: N child `moldau server` processes (each a broker
+    /// and a controller voter) with data and logs under one folder; prints the bootstrap list
+    /// once every node sees the whole cluster; Ctrl-C stops them all.
+    Start(super::cluster_start::StartArgs),
     /// Cluster id, active controller, brokers, topic count and the metadata quorum (each
     /// voter's log end and lag).
     Info {
@@ -18,7 +22,10 @@ pub enum ClusterCommand {
 }
 
 pub async fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
-    let ClusterCommand::Info { common } = cmd;
+    let common = match cmd {
+        ClusterCommand::Start(args) => return super::cluster_start::run(args).await,
+        ClusterCommand::Info { common } => common,
+    };
     let admin = common.admin().await?;
     let info = admin.describe_cluster().await.context("describe cluster")?;
     // The active controller comes from the quorum: Metadata names the answering broker as the

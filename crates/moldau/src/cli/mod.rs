@@ -3,6 +3,7 @@
 
 mod bench;
 mod cluster;
+mod cluster_start;
 mod consume;
 mod group;
 mod output;
@@ -64,7 +65,7 @@ pub enum Command {
     /// List, describe, reset offsets of and delete consumer groups.
     #[command(subcommand)]
     Group(group::GroupCommand),
-    /// Show brokers, controller and cluster id.
+    /// Show brokers, controller and quorum; start a local N-node cluster.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
     /// List, describe and abort transactions; show a partition's producers.

@@ -97,15 +97,32 @@ fn check_offsets_topic(state: &Arc<BrokerState>, topic: &metadata::TopicImage) {
     }
 }
 
+/// How long a coordinator write waits for the high watermark before its request is answered
+/// COORDINATOR_NOT_AVAILABLE (Kafka's `offsets.commit.timeout.ms` default).
+const WRITE_TIMEOUT_MS: i64 = 5_000;
+
+/// A request waiting for its response: where to send it and the `__consumer_offsets`
+/// partitions of the groups it names (the response waits until their HW reaches the log end
+/// as it was when the response was produced, so nothing uncommitted is ever answered).
+struct Pending {
+    tx: oneshot::Sender<ResponseKind>,
+    partitions: Vec<i32>,
+}
+
 /// Owns the coordinator and the routes of its pending responses.
 pub struct Groups {
     coordinator: Mutex<GroupCoordinator>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<ResponseKind>>>,
+    pending: Mutex<HashMap<u64, Pending>>,
     next_token: AtomicU64,
     /// Wakes the timer task when a call may have moved the next deadline earlier.
     wake: Notify,
-    /// `__consumer_offsets` partitions loaded into the coordinator (the ones this broker leads).
-    loaded: Mutex<BTreeSet<i32>>,
+    /// `__consumer_offsets` partitions loaded into the coordinator (the ones this broker
+    /// leads), each with the leader epoch it was loaded at: a new epoch is a new load, even
+    /// when this broker led the partition before (another leader may have written it since).
+    loaded: Mutex<BTreeMap<i32, i32>>,
+    /// Serialises the loads and unloads (the metadata loader and reloads after a failed
+    /// write).
+    follow: Mutex<()>,
     /// Whether the existing `__consumer_offsets` was checked (once per process).
     checked: AtomicBool,
     /// The metadata image offset the coordinator's topics view was built from.
@@ -127,7 +144,8 @@ impl Groups {
             pending: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             wake: Notify::new(),
-            loaded: Mutex::new(BTreeSet::new()),
+            loaded: Mutex::new(BTreeMap::new()),
+            follow: Mutex::new(()),
             checked: AtomicBool::new(false),
             topics_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
         }
@@ -182,7 +200,7 @@ impl Groups {
         self.topics_offset.store(image.offset, Ordering::Release);
     }
 
-    fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
+    fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeMap<i32, i32>> {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -195,21 +213,7 @@ impl Groups {
         image: &MetadataImage,
         delta: &MetadataDelta,
     ) {
-        let topic = image.topic(OFFSETS_TOPIC).cloned();
-        let leading: BTreeSet<i32> = match &topic {
-            Some(t) => t
-                .partitions
-                .iter()
-                .enumerate()
-                .filter(|(i, p)| {
-                    p.leader == state.node_id
-                        && state.replicas.get(OFFSETS_TOPIC, *i as i32).is_some()
-                })
-                .map(|(i, _)| i as i32)
-                .collect(),
-            None => BTreeSet::new(),
-        };
-        if let Some(t) = &topic {
+        if let Some(t) = image.topic(OFFSETS_TOPIC) {
             let n = t.partitions.len() as i32;
             {
                 // Set once, before any partition is loaded: the count of the topic that
@@ -221,27 +225,12 @@ impl Groups {
                 }
             }
             state.txns.set_offsets_topic_partitions(n);
-            if !leading.is_empty() && !self.checked.swap(true, Ordering::AcqRel) {
+            let leads_any = t.partitions.iter().any(|p| p.leader == state.node_id);
+            if leads_any && !self.checked.swap(true, Ordering::AcqRel) {
                 check_offsets_topic(state, t);
             }
         }
-        let loaded: BTreeSet<i32> = self.loaded().clone();
-        for p in loaded.difference(&leading) {
-            let out = self.lock().unload_partition(*p);
-            self.loaded().remove(p);
-            tracing::info!(
-                partition = p,
-                "unloaded {OFFSETS_TOPIC} partition (no longer its leader)"
-            );
-            self.persist_and_route(state, out);
-        }
-        for p in leading.difference(&loaded) {
-            if let Err(e) = self.load_partition(state, *p) {
-                tracing::error!(partition = p, error = ?e, "loading {OFFSETS_TOPIC} partition failed; its groups stay unavailable");
-                continue;
-            }
-            self.loaded().insert(*p);
-        }
+        let leading = self.follow_leadership(state, image);
         let deleted: Vec<&str> = delta
             .deleted_topics
             .values()
@@ -250,13 +239,75 @@ impl Groups {
         if !deleted.is_empty() {
             self.topics_deleted(state, &deleted);
         }
-        if !leading.is_empty() || delta.group_configs_changed {
+        if leading || delta.group_configs_changed {
             self.wake.notify_one();
         }
     }
 
-    /// Replays one `__consumer_offsets` partition into the coordinator and marks it loaded.
-    fn load_partition(&self, state: &BrokerState, p: i32) -> Result<(), ErrorCode> {
+    /// The `__consumer_offsets` partitions this broker leads in `image` and their leader
+    /// epochs (only those hosted here, at the epoch the local replica follows).
+    fn leading(state: &BrokerState, image: &MetadataImage) -> BTreeMap<i32, i32> {
+        let Some(t) = image.topic(OFFSETS_TOPIC) else {
+            return BTreeMap::new();
+        };
+        t.partitions
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                p.leader == state.node_id
+                    && state
+                        .replicas
+                        .get(OFFSETS_TOPIC, *i as i32)
+                        .is_some_and(|r| r.is_leader() && r.leader_epoch() == p.leader_epoch)
+            })
+            .map(|(i, p)| (i as i32, p.leader_epoch))
+            .collect()
+    }
+
+    /// Makes the loaded partitions those this broker leads in `image`, each at its current
+    /// leader epoch: a partition led at another epoch than the one loaded (or no longer led)
+    /// is unloaded first (its groups answer NOT_COORDINATOR, parked requests are failed),
+    /// then replayed afresh. Returns whether this broker leads any.
+    fn follow_leadership(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        image: &MetadataImage,
+    ) -> bool {
+        let _follow = self.follow.lock().unwrap_or_else(|e| e.into_inner());
+        let leading = Self::leading(state, image);
+        let loaded = self.loaded().clone();
+        for (p, epoch) in &loaded {
+            if leading.get(p) == Some(epoch) {
+                continue;
+            }
+            let mut c = self.lock();
+            let out = c.unload_partition(*p);
+            self.loaded().remove(p);
+            tracing::info!(
+                partition = p,
+                epoch,
+                now = ?leading.get(p),
+                "unloaded {OFFSETS_TOPIC} partition (no longer its leader at this epoch)"
+            );
+            self.persist_and_route(state, out);
+        }
+        for (p, epoch) in &leading {
+            if loaded.get(p) == Some(epoch) {
+                continue;
+            }
+            if let Err(e) = self.load_partition(state, *p, *epoch) {
+                tracing::error!(partition = p, error = ?e, "loading {OFFSETS_TOPIC} partition failed; its groups stay unavailable");
+                continue;
+            }
+            tracing::info!(partition = p, epoch, "loaded {OFFSETS_TOPIC} partition");
+        }
+        !leading.is_empty()
+    }
+
+    /// Replays one `__consumer_offsets` partition into the coordinator and marks it loaded
+    /// at `epoch` (all under the coordinator lock: its groups are served only once loaded,
+    /// and a marker completing transactional offsets there is applied after the replay).
+    fn load_partition(&self, state: &BrokerState, p: i32, epoch: i32) -> Result<(), ErrorCode> {
         let now = state.clock.now_ms();
         let mut c = self.lock();
         self.refresh_topics(state, &mut c);
@@ -287,7 +338,34 @@ impl Groups {
             }
         })?;
         c.load_partition(p, now);
+        self.loaded().insert(p, epoch);
         Ok(())
+    }
+
+    /// After a failed local append to partition `p` the coordinator's memory may be ahead of
+    /// the log: unload the partition and load it again from the log (if this broker still
+    /// leads it), so what is served is what was written.
+    fn reload_later(self: &Arc<Self>, state: &Arc<BrokerState>, p: i32, epoch: i32) {
+        let (this, state) = (self.clone(), state.clone());
+        state.clone().tasks.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            {
+                let _follow = this.follow.lock().unwrap_or_else(|e| e.into_inner());
+                let mut c = this.lock();
+                if this.loaded().get(&p) != Some(&epoch) {
+                    return;
+                }
+                tracing::warn!(
+                    partition = p,
+                    "reloading {OFFSETS_TOPIC} partition after a failed write"
+                );
+                let out = c.unload_partition(p);
+                this.loaded().remove(&p);
+                this.persist_and_route(&state, out);
+            }
+            let image = state.image();
+            this.follow_leadership(&state, &image);
+        });
     }
 
     /// Creates `__consumer_offsets` through the controller, if it does not exist yet.
@@ -482,10 +560,6 @@ impl Groups {
         }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, tx);
         let rctx = RequestContext {
             token,
             api_version: ctx.version,
@@ -500,10 +574,6 @@ impl Groups {
                 match self.verify_txn_offsets(state, &r, ctx.version, verified) {
                     Ok(()) => RequestKind::TxnOffsetCommit(r),
                     Err(e) => {
-                        self.pending
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&token);
                         let resp = txn_offset_commit_error(&r, e);
                         return ctx.ready(ResponseKind::TxnOffsetCommit(merge_txn_offset_commit(
                             unknown, resp,
@@ -516,6 +586,11 @@ impl Groups {
         {
             let mut c = self.lock();
             self.refresh_topics(state, &mut c);
+            let partitions = group_partitions(&c, &body);
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token, Pending { tx, partitions });
             let out = match body {
                 RequestKind::JoinGroup(r) => c.join_group(&rctx, r, now),
                 RequestKind::SyncGroup(r) => c.sync_group(&rctx, r, now),
@@ -565,11 +640,12 @@ impl Groups {
 
     /// Appends the output's records (called with the coordinator lock held, so records reach
     /// the log in the order the coordinator emitted them), then delivers its responses once
-    /// those records are durable.
+    /// the high watermark of their groups' partitions reaches the log end (Kafka's coordinator
+    /// writes complete at acks=-1: replicated to the ISR, on disk; a response that wrote
+    /// nothing still waits for earlier writes it may have read). A failed append or wait
+    /// answers with Kafka's error for the request.
     fn persist_and_route(self: &Arc<Self>, state: &Arc<BrokerState>, out: Output) {
         crate::metrics::METRICS.group_events(&out.stats);
-        let mut waits = Vec::new();
-        let mut failed = false;
         // One batch per partition for plain records; one transactional batch (the producer's
         // id and epoch, no sequence) per TxnOffsetCommit.
         let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();
@@ -597,65 +673,96 @@ impl Groups {
             }
             batches.push((t.partition, builder));
         }
+        let loaded = self.loaded().clone();
+        // Partitions whose append failed, with the error their requests get.
+        let mut failed: BTreeMap<i32, ErrorCode> = BTreeMap::new();
+        let mut appended = false;
         for (p, builder) in batches {
-            let Some(partition) = state.replicas.get(OFFSETS_TOPIC, p) else {
-                tracing::error!(partition = p, "{OFFSETS_TOPIC} partition missing");
-                failed = true;
+            if failed.contains_key(&p) {
                 continue;
-            };
-            let appended = builder
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|batch: Bytes| {
-                    partition
-                        .log
-                        .append_as_coordinator(batch, partition.leader_epoch())
-                        .map_err(|e| e.to_string())
-                });
-            match appended {
-                Ok(info) => {
-                    partition.advance_high_watermark();
-                    waits.push((partition, info.last_offset));
+            }
+            let (partition, epoch) = match (state.replicas.get(OFFSETS_TOPIC, p), loaded.get(&p)) {
+                (Some(partition), Some(&epoch)) => (partition, epoch),
+                _ => {
+                    failed.insert(p, ErrorCode::NotLeaderOrFollower);
+                    continue;
                 }
+            };
+            let result = match builder.build() {
+                Ok(batch) => partition.append_as_coordinator(batch, epoch),
                 Err(e) => {
-                    tracing::error!(partition = p, error = %e, "writing {OFFSETS_TOPIC} failed");
-                    failed = true;
+                    tracing::error!(partition = p, error = %e, "building a {OFFSETS_TOPIC} batch failed");
+                    Err(ErrorCode::UnknownServerError)
+                }
+            };
+            match result {
+                Ok(_) => appended = true,
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e.name(), "writing {OFFSETS_TOPIC} failed");
+                    failed.insert(p, e);
+                    if e != ErrorCode::NotLeaderOrFollower {
+                        // The coordinator changed its state for records the log refused.
+                        self.reload_later(state, p, epoch);
+                    }
                 }
             }
         }
-        if !waits.is_empty() {
+        if appended {
             state.notify_data();
         }
         let mut routes = Vec::with_capacity(out.responses.len());
         {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             for (token, resp) in out.responses {
-                if let Some(tx) = pending.remove(&token) {
-                    routes.push((tx, resp));
+                if let Some(Pending { tx, partitions }) = pending.remove(&token) {
+                    routes.push((tx, resp, partitions));
                 }
             }
         }
-        if failed {
-            // Dropping the senders closes those connections: the client retries elsewhere or
-            // later, and nothing unpersisted was acknowledged.
-            return;
-        }
-        if waits.is_empty() {
-            for (tx, resp) in routes {
-                let _ = tx.send(resp);
+        // One wait per partition the responses depend on: until its HW reaches its log end
+        // as it is now (after this output's appends).
+        let mut waits: BTreeMap<i32, tokio::sync::oneshot::Receiver<ErrorCode>> = BTreeMap::new();
+        for p in routes.iter().flat_map(|(_, _, ps)| ps.iter()) {
+            if failed.contains_key(p) || waits.contains_key(p) {
+                continue;
             }
+            match state.replicas.get(OFFSETS_TOPIC, *p) {
+                None => {
+                    failed.insert(*p, ErrorCode::NotLeaderOrFollower);
+                }
+                Some(partition) => {
+                    let end = partition.log.log_end_offset();
+                    if !partition.is_committed(end) {
+                        waits.insert(*p, partition.wait_for_ack(end, WRITE_TIMEOUT_MS));
+                    }
+                }
+            }
+        }
+        let deliver =
+            move |routes: Vec<(oneshot::Sender<ResponseKind>, ResponseKind, Vec<i32>)>,
+                  errors: &BTreeMap<i32, ErrorCode>| {
+                for (tx, resp, partitions) in routes {
+                    let resp = match partitions.iter().find_map(|p| errors.get(p)) {
+                        None => resp,
+                        Some(e) => failed_response(resp, append_error(*e)),
+                    };
+                    let _ = tx.send(resp);
+                }
+            };
+        if waits.is_empty() {
+            deliver(routes, &failed);
             return;
         }
         state.tasks.spawn(async move {
-            for (partition, offset) in waits {
-                if let Err(e) = partition.log.wait_durable(offset).await {
-                    tracing::error!(partition = %partition.tp, error = %e, "fsync of {OFFSETS_TOPIC} failed");
-                    return;
+            let mut errors = failed;
+            for (p, rx) in waits {
+                let e = rx.await.unwrap_or(ErrorCode::NotLeaderOrFollower);
+                if e != ErrorCode::None {
+                    tracing::debug!(partition = p, error = %e.name(), "{OFFSETS_TOPIC} write not committed");
+                    errors.insert(p, e);
                 }
             }
-            for (tx, resp) in routes {
-                let _ = tx.send(resp);
-            }
+            deliver(routes, &errors);
         });
     }
 
@@ -882,4 +989,121 @@ pub(crate) fn txn_offset_commit_error(
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The `__consumer_offsets` partitions of the groups a request names (none for ListGroups).
+fn group_partitions(c: &GroupCoordinator, body: &RequestKind) -> Vec<i32> {
+    let ids: Vec<&str> = match body {
+        RequestKind::JoinGroup(r) => vec![&r.group_id.0],
+        RequestKind::SyncGroup(r) => vec![&r.group_id.0],
+        RequestKind::Heartbeat(r) => vec![&r.group_id.0],
+        RequestKind::LeaveGroup(r) => vec![&r.group_id.0],
+        RequestKind::OffsetCommit(r) => vec![&r.group_id.0],
+        RequestKind::OffsetDelete(r) => vec![&r.group_id.0],
+        RequestKind::TxnOffsetCommit(r) => vec![&r.group_id.0],
+        RequestKind::ConsumerGroupHeartbeat(r) => vec![&r.group_id.0],
+        RequestKind::OffsetFetch(r) if r.groups.is_empty() => vec![&r.group_id.0],
+        RequestKind::OffsetFetch(r) => r.groups.iter().map(|g| g.group_id.0.as_str()).collect(),
+        RequestKind::DescribeGroups(r) => r.groups.iter().map(|g| g.0.as_str()).collect(),
+        RequestKind::DeleteGroups(r) => r.groups_names.iter().map(|g| g.0.as_str()).collect(),
+        RequestKind::ConsumerGroupDescribe(r) => r.group_ids.iter().map(|g| g.0.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    let mut partitions: Vec<i32> = ids.into_iter().map(|id| c.partition_for(id)).collect();
+    partitions.sort_unstable();
+    partitions.dedup();
+    partitions
+}
+
+/// The error a group request gets when its coordinator write failed or was not replicated
+/// in time (Kafka's `GroupCoordinatorService.normalizeException`).
+fn append_error(e: ErrorCode) -> ErrorCode {
+    match e {
+        ErrorCode::UnknownTopicOrPartition
+        | ErrorCode::NotEnoughReplicas
+        | ErrorCode::NotEnoughReplicasAfterAppend
+        | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
+        ErrorCode::NotLeaderOrFollower
+        | ErrorCode::FencedLeaderEpoch
+        | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        _ => ErrorCode::UnknownServerError,
+    }
+}
+
+/// `resp` with error `e` in place of what the coordinator answered (its write did not
+/// commit): every error field the response has is set, its payload left as it is.
+fn failed_response(resp: ResponseKind, e: ErrorCode) -> ResponseKind {
+    let code = e.code();
+    match resp {
+        ResponseKind::OffsetCommit(mut r) => {
+            for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.error_code = code;
+            }
+            ResponseKind::OffsetCommit(r)
+        }
+        ResponseKind::TxnOffsetCommit(mut r) => {
+            for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.error_code = code;
+            }
+            ResponseKind::TxnOffsetCommit(r)
+        }
+        ResponseKind::OffsetFetch(mut r) => {
+            r.error_code = code;
+            for g in r.groups.iter_mut() {
+                g.error_code = code;
+                g.topics.clear();
+            }
+            r.topics.clear();
+            ResponseKind::OffsetFetch(r)
+        }
+        ResponseKind::JoinGroup(mut r) => {
+            r.error_code = code;
+            ResponseKind::JoinGroup(r)
+        }
+        ResponseKind::SyncGroup(mut r) => {
+            r.error_code = code;
+            r.assignment = Bytes::new();
+            ResponseKind::SyncGroup(r)
+        }
+        ResponseKind::Heartbeat(mut r) => {
+            r.error_code = code;
+            ResponseKind::Heartbeat(r)
+        }
+        ResponseKind::LeaveGroup(mut r) => {
+            r.error_code = code;
+            ResponseKind::LeaveGroup(r)
+        }
+        ResponseKind::OffsetDelete(mut r) => {
+            r.error_code = code;
+            r.topics.clear();
+            ResponseKind::OffsetDelete(r)
+        }
+        ResponseKind::DeleteGroups(mut r) => {
+            for g in r.results.iter_mut() {
+                g.error_code = code;
+            }
+            ResponseKind::DeleteGroups(r)
+        }
+        ResponseKind::DescribeGroups(mut r) => {
+            for g in r.groups.iter_mut() {
+                g.error_code = code;
+                g.members.clear();
+            }
+            ResponseKind::DescribeGroups(r)
+        }
+        ResponseKind::ConsumerGroupHeartbeat(mut r) => {
+            r.error_code = code;
+            r.error_message = None;
+            r.assignment = None;
+            ResponseKind::ConsumerGroupHeartbeat(r)
+        }
+        ResponseKind::ConsumerGroupDescribe(mut r) => {
+            for g in r.groups.iter_mut() {
+                g.error_code = code;
+                g.members.clear();
+            }
+            ResponseKind::ConsumerGroupDescribe(r)
+        }
+        other => other,
+    }
 }

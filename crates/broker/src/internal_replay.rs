@@ -1,6 +1,13 @@
 //! Replay of an internal topic's partition (`__consumer_offsets`, `__transaction_state`) from
-//! its log start up to its high watermark: how a coordinator rebuilds its state when this
-//! broker comes to lead one of those partitions.
+//! its log start up to its log end: how a coordinator rebuilds its state when this broker
+//! comes to lead one of those partitions.
+//!
+//! The log end, not the high watermark, as Kafka's `CoordinatorLoaderImpl` reads
+//! (`FetchIsolation.LOG_END`): a new leader's HW lags the old leader's by a fetch round, so
+//! records the old coordinator wrote and answered (committed there) may still sit above this
+//! replica's HW; everything a leader holds becomes committed in its epoch (a leader never
+//! truncates), and the coordinators answer nothing that depends on those records before the
+//! HW passes them.
 
 use crate::replica::Partition;
 use bytes::Bytes;
@@ -26,7 +33,7 @@ pub enum Replayed {
     Marker { producer_id: i64, commit: bool },
 }
 
-/// Reads partition `p` of `topic` from its log start to its high watermark and hands every
+/// Reads partition `p` of `topic` from its log start to its log end and hands every
 /// keyed record and every transaction marker to `apply`, in log order. Returns how many keyed
 /// records were replayed. A failed read or a batch that does not decode is
 /// COORDINATOR_LOAD_IN_PROGRESS (the load is retried; nothing past it is applied). Records
@@ -39,7 +46,7 @@ pub fn replay_partition(
     mut apply: impl FnMut(Replayed),
 ) -> Result<u64, ErrorCode> {
     let mut offset = partition.log.log_start_offset();
-    let end = partition.high_watermark();
+    let end = partition.log.log_end_offset();
     let mut records = 0u64;
     while offset < end {
         let data = match partition.log.read(offset, REPLAY_READ_BYTES, end, true) {

@@ -274,6 +274,38 @@ impl Partition {
         )
     }
 
+    /// A coordinator's append to an internal partition (`__consumer_offsets`,
+    /// `__transaction_state`) it serves at `leader_epoch`: refused with
+    /// NOT_LEADER_OR_FOLLOWER unless this replica still leads the partition at that very
+    /// epoch (checked under the replica lock, so a coordinator that loaded the partition at an
+    /// older epoch never writes into a newer leader's log); no `min.insync.replicas` check
+    /// before the append, as Kafka's coordinators append (the HW wait that answers the
+    /// request carries it).
+    pub fn append_as_coordinator(
+        self: &Arc<Self>,
+        records: Bytes,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, ErrorCode> {
+        self.drive(
+            |r, log, now| {
+                if !r.is_leader() || r.leader_epoch() != Some(leader_epoch) {
+                    return (Err(ErrorCode::NotLeaderOrFollower), Vec::new());
+                }
+                match self.log.append_as_coordinator(records, leader_epoch) {
+                    Ok(info) => (Ok(info), r.on_log_changed(now, log)),
+                    Err(e) => (Err(e.error_code()), Vec::new()),
+                }
+            },
+            None,
+        )
+    }
+
+    /// Whether every record below `offset` is committed (the HW passed it) and, on a single
+    /// replica, on disk: what an acks=all wait for `offset` would resolve with at once.
+    pub fn is_committed(&self, offset: i64) -> bool {
+        self.high_watermark() >= offset && self.log.durable_offset() >= offset
+    }
+
     /// An acks=all wait: resolves once the HW passes `next_offset` (NONE), or with Kafka's
     /// error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT).
     pub fn wait_for_ack(

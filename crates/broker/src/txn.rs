@@ -36,6 +36,10 @@ use tokio::sync::{oneshot, Notify};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
+/// How long a `__transaction_state` write waits for the high watermark before it counts as
+/// failed (Kafka appends them with acks=-1 and `request.timeout.ms`).
+const WRITE_TIMEOUT_MS: i64 = 30_000;
+
 /// The leader of `transactional_id`'s `__transaction_state` partition in `image`.
 fn coordinator_leader(image: &MetadataImage, transactional_id: &str) -> Result<i32, ErrorCode> {
     let topic = image
@@ -92,8 +96,9 @@ pub struct Transactions {
     pending: Mutex<HashMap<u64, oneshot::Sender<ResponseKind>>>,
     next_token: AtomicU64,
     wake: Notify,
-    /// `__transaction_state` partitions loaded (the ones this broker leads).
-    loaded: Mutex<BTreeSet<i32>>,
+    /// `__transaction_state` partitions loaded (the ones this broker leads), each with the
+    /// leader epoch it was loaded at (its coordinator epoch).
+    loaded: Mutex<BTreeMap<i32, i32>>,
     pub markers: Arc<MarkerChannel>,
     /// Links to the other brokers: markers for partitions they lead, verification with a
     /// coordinator they host.
@@ -113,7 +118,7 @@ impl Transactions {
             pending: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             wake: Notify::new(),
-            loaded: Mutex::new(BTreeSet::new()),
+            loaded: Mutex::new(BTreeMap::new()),
             markers: Arc::new(MarkerChannel::default()),
             peers: PeerLinks::default(),
         }
@@ -129,14 +134,16 @@ impl Transactions {
     }
 
     /// Follows a committed image: loads the `__transaction_state` partitions this broker now
-    /// leads and unloads the ones it no longer leads. Runs on the metadata loader.
+    /// leads, each at its current leader epoch, and unloads the ones it no longer leads at the
+    /// epoch it loaded them (a new epoch is a new load: another coordinator may have written
+    /// the partition meanwhile). Runs on the metadata loader.
     pub fn on_metadata(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
         image: &MetadataImage,
         _delta: &MetadataDelta,
     ) {
-        let leading: BTreeSet<i32> = match image.topic(TXN_TOPIC) {
+        let leading: BTreeMap<i32, i32> = match image.topic(TXN_TOPIC) {
             Some(t) => {
                 self.lock()
                     .set_state_log_partitions(t.partitions.len() as i32);
@@ -145,32 +152,42 @@ impl Transactions {
                     .enumerate()
                     .filter(|(i, p)| {
                         p.leader == state.node_id
-                            && state.replicas.get(TXN_TOPIC, *i as i32).is_some()
+                            && state.replicas.get(TXN_TOPIC, *i as i32).is_some_and(|r| {
+                                r.is_leader() && r.leader_epoch() == p.leader_epoch
+                            })
                     })
-                    .map(|(i, _)| i as i32)
+                    .map(|(i, p)| (i as i32, p.leader_epoch))
                     .collect()
             }
-            None => BTreeSet::new(),
+            None => BTreeMap::new(),
         };
-        let loaded: BTreeSet<i32> = self
+        let loaded: BTreeMap<i32, i32> = self
             .loaded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        for p in loaded.difference(&leading) {
+        for (p, epoch) in &loaded {
+            if leading.get(p) == Some(epoch) {
+                continue;
+            }
             self.unload_partition(state, *p);
             self.loaded
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(p);
+            tracing::info!(partition = p, epoch, "unloaded {TXN_TOPIC} partition");
         }
-        for p in leading.difference(&loaded) {
-            match self.load_partition(state, *p) {
+        for (p, epoch) in &leading {
+            if loaded.get(p) == Some(epoch) {
+                continue;
+            }
+            match self.load_partition(state, *p, *epoch) {
                 Ok(()) => {
                     self.loaded
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(*p);
+                        .insert(*p, *epoch);
+                    tracing::info!(partition = p, epoch, "loaded {TXN_TOPIC} partition");
                 }
                 Err(e) => {
                     tracing::error!(partition = p, error = ?e, "loading {TXN_TOPIC} partition failed")
@@ -223,12 +240,13 @@ impl Transactions {
     }
 
     /// Starts coordinating the transactional ids of `__transaction_state` partition `p`
-    /// (this broker became its leader): replays it, then serves it at the partition's leader
-    /// epoch. Markers of transactions that were preparing go out again.
+    /// (this broker became its leader at `epoch`): replays it, then serves it at that leader
+    /// epoch as coordinator epoch. Markers of transactions that were preparing go out again.
     pub fn load_partition(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
         p: i32,
+        epoch: i32,
     ) -> Result<(), ErrorCode> {
         let Some(partition) = state.replicas.get(TXN_TOPIC, p) else {
             tracing::error!(partition = p, "{TXN_TOPIC} partition is not hosted");
@@ -248,7 +266,7 @@ impl Transactions {
             }
         })?;
         let now = state.clock.now_ms();
-        let out = c.load_partition(p, partition.leader_epoch(), now);
+        let out = c.load_partition(p, epoch, now);
         self.process(state, &mut c, out);
         drop(c);
         self.wake.notify_one();
@@ -473,9 +491,13 @@ impl Transactions {
             markers.extend(out.markers);
             for w in out.writes {
                 let now = state.clock.now_ms();
-                let appended = match state.replicas.get(TXN_TOPIC, w.partition) {
+                let target = state
+                    .replicas
+                    .get(TXN_TOPIC, w.partition)
+                    .zip(c.coordinator_epoch(w.partition));
+                let appended = match target {
                     None => Err(ErrorCode::NotLeaderOrFollower),
-                    Some(partition) => {
+                    Some((partition, epoch)) => {
                         let mut b = BatchBuilder::new(Compression::None);
                         b.push(NewRecord::new(Some(w.key.clone()), w.value.clone(), now));
                         match b.build() {
@@ -483,17 +505,11 @@ impl Transactions {
                                 tracing::error!(error = %e, "building a {TXN_TOPIC} batch failed");
                                 Err(ErrorCode::UnknownServerError)
                             }
-                            Ok(batch) => match partition
-                                .log
-                                .append_as_coordinator(batch, partition.leader_epoch())
-                            {
-                                Ok(info) => {
-                                    partition.advance_high_watermark();
-                                    Ok((partition, info.last_offset))
-                                }
+                            Ok(batch) => match partition.append_as_coordinator(batch, epoch) {
+                                Ok(info) => Ok((partition, info.last_offset)),
                                 Err(e) => {
-                                    tracing::error!(partition = w.partition, error = %e, "writing {TXN_TOPIC} failed");
-                                    Err(e.error_code())
+                                    tracing::error!(partition = w.partition, error = %e.name(), "writing {TXN_TOPIC} failed");
+                                    Err(e)
                                 }
                             },
                         }
@@ -510,12 +526,24 @@ impl Transactions {
             let this = self.clone();
             let st = state.clone();
             state.tasks.spawn(async move {
-                let mut results = Vec::with_capacity(waits.len());
-                for (id, partition, offset) in waits {
-                    let r = partition.log.wait_durable(offset).await.map_err(|e| {
-                        tracing::error!(partition = %partition.tp, error = %e, "fsync of {TXN_TOPIC} failed");
-                        e.error_code()
-                    });
+                // Committed at the HW (acks=-1: on disk on every ISR member) before the
+                // transition counts, as Kafka's TransactionStateManager appends.
+                let acks: Vec<_> = waits
+                    .into_iter()
+                    .map(|(id, partition, offset)| {
+                        let rx = partition.wait_for_ack(offset + 1, WRITE_TIMEOUT_MS);
+                        (id, partition, rx)
+                    })
+                    .collect();
+                let mut results = Vec::with_capacity(acks.len());
+                for (id, partition, rx) in acks {
+                    let r = match rx.await.unwrap_or(ErrorCode::NotLeaderOrFollower) {
+                        ErrorCode::None => Ok(()),
+                        e => {
+                            tracing::warn!(partition = %partition.tp, error = %e.name(), "{TXN_TOPIC} write not committed");
+                            Err(e)
+                        }
+                    };
                     results.push((id, r));
                 }
                 let mut c = this.lock();

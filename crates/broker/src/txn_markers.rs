@@ -36,6 +36,9 @@ use crate::state::BrokerState;
 const RETRY_BACKOFF_MAX_MS: u64 = 1_000;
 /// First retry wait.
 const RETRY_BACKOFF_MIN_MS: u64 = 50;
+/// How long a marker append waits for the partition's high watermark (Kafka writes markers
+/// with acks=-1 and `request.timeout.ms`).
+pub const MARKER_WRITE_TIMEOUT_MS: i64 = 30_000;
 
 /// One marker for one partition.
 #[derive(Clone, Debug)]
@@ -84,7 +87,7 @@ pub fn write_marker(
     Ok(info)
 }
 
-/// After a marker is durable: transactional offsets in `__consumer_offsets` become committed
+/// After a marker is committed: transactional offsets in `__consumer_offsets` become committed
 /// (or are dropped), as Kafka's WriteTxnMarkers handler does.
 pub fn marker_durable(
     state: &BrokerState,
@@ -255,14 +258,22 @@ impl MarkerChannel {
         for (node, works) in remote {
             tokio::spawn(self.clone().send_remote(state.clone(), node, works));
         }
-        for (w, p, offset) in appended {
-            match p.log.wait_durable(offset).await {
-                Ok(()) => {
+        // A marker counts once committed (the HW passed it: on disk on every ISR member).
+        let waits: Vec<_> = appended
+            .into_iter()
+            .map(|(w, p, offset)| {
+                let rx = p.wait_for_ack(offset + 1, MARKER_WRITE_TIMEOUT_MS);
+                (w, p, rx)
+            })
+            .collect();
+        for (w, p, rx) in waits {
+            match rx.await.unwrap_or(ErrorCode::NotLeaderOrFollower) {
+                ErrorCode::None => {
                     marker_durable(state, &w.topic, w.partition, w.producer_id, w.commit);
                     acks.push(w);
                 }
-                Err(e) => {
-                    tracing::error!(partition = %p.tp, error = %e, "fsync of a transaction marker failed; retrying");
+                e => {
+                    tracing::warn!(partition = %p.tp, error = %e.name(), "a transaction marker was not committed; retrying");
                     retry.push(w);
                 }
             }

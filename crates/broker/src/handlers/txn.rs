@@ -4,7 +4,7 @@
 
 use super::{Ctx, Reply};
 use crate::state::BrokerState;
-use crate::txn_markers::{marker_durable, write_marker};
+use crate::txn_markers::{marker_durable, write_marker, MARKER_WRITE_TIMEOUT_MS};
 use model::ErrorCode;
 use protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -21,7 +21,7 @@ use record::EndTxnMarker;
 use std::sync::Arc;
 
 /// WriteTxnMarkers (v1): appends each marker to each partition this broker leads, answering
-/// once they are durable. Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+/// once they are committed (the HW passed them: acks=-1, as Kafka appends markers). Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 /// or the log's refusal (INVALID_PRODUCER_EPOCH for an older producer epoch,
 /// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).
 pub fn write_txn_markers(state: &Arc<BrokerState>, ctx: Ctx, req: WriteTxnMarkersRequest) -> Reply {
@@ -88,15 +88,22 @@ pub fn write_txn_markers(state: &Arc<BrokerState>, ctx: Ctx, req: WriteTxnMarker
     let commits: Vec<bool> = req.markers.iter().map(|m| m.transaction_result).collect();
     let pids: Vec<i64> = req.markers.iter().map(|m| m.producer_id.0).collect();
     let state = state.clone();
+    let waits: Vec<_> = waits
+        .into_iter()
+        .map(|(mi, ti, pi, partition, offset, topic, p)| {
+            let rx = partition.wait_for_ack(offset + 1, MARKER_WRITE_TIMEOUT_MS);
+            (mi, ti, pi, rx, topic, p)
+        })
+        .collect();
     Reply::Later(Box::pin(async move {
         let mut results = results;
-        for (mi, ti, pi, partition, offset, topic, p) in waits {
-            let e = match partition.log.wait_durable(offset).await {
-                Ok(()) => {
+        for (mi, ti, pi, rx, topic, p) in waits {
+            let e = match rx.await.unwrap_or(ErrorCode::NotLeaderOrFollower) {
+                ErrorCode::None => {
                     marker_durable(&state, &topic, p, pids[mi], commits[mi]);
                     ErrorCode::None
                 }
-                Err(e) => e.error_code(),
+                e => e,
             };
             if let Some(r) = results
                 .get_mut(mi)

@@ -487,11 +487,12 @@ impl Replica {
         p.last_fetch_leader_leo = leo;
         p.fetch_offset = Some(fetch_offset);
         self.leader_progress(now_ms, log, out);
+        self.maybe_expand_isr(now_ms, id, out);
     }
 
     /// Leader: recompute the HW, complete acks, propose an ISR expansion, ask for a flush
     /// (a single replica only for a waiting acks=all append: its HW does not wait for disk).
-    fn leader_progress(&mut self, now_ms: i64, log: &impl LogView, out: &mut Vec<Action>) {
+    fn leader_progress(&mut self, _now_ms: i64, log: &impl LogView, out: &mut Vec<Action>) {
         let leo = log.log_end_offset();
         let durable = log.durable_offset();
         let flush = durable < leo
@@ -510,7 +511,6 @@ impl Replica {
             }
         }
         self.complete_acks(log, out);
-        self.maybe_expand_isr(now_ms, out);
     }
 
     /// The smallest durable log end over the maximal ISR; None while a member's progress
@@ -583,7 +583,14 @@ impl Replica {
         }
     }
 
-    fn maybe_expand_isr(&mut self, now_ms: i64, out: &mut Vec<Action>) {
+    /// Proposes adding follower `id` to the ISR if its fetch just now reached the HW. Only
+    /// on that follower's fetch, as Kafka's `maybeExpandIsr` (called from
+    /// `updateFollowerFetchState`): progress remembered from before a follower was taken out
+    /// of the ISR (fenced, shut down, killed) must not bring it back; re-proposing it on every
+    /// input made a leader whose dead follower had been caught up (an idle partition) propose
+    /// it again and again, each refusal (INELIGIBLE_REPLICA) keeping it counted for the HW,
+    /// so the HW never moved again.
+    fn maybe_expand_isr(&mut self, now_ms: i64, id: NodeId, out: &mut Vec<Action>) {
         let hw = self.hw;
         let Some(state) = &self.state else { return };
         let Role::Leader(l) = &mut self.role else {
@@ -592,12 +599,12 @@ impl Replica {
         if l.pending.is_some() {
             return;
         }
-        let joiner = l.followers.iter().find(|(id, p)| {
-            !state.isr.contains(id)
-                && p.fetch_offset
+        let joins = !state.isr.contains(&id)
+            && l.followers.get(&id).is_some_and(|p| {
+                p.fetch_offset
                     .is_some_and(|o| o >= hw && o >= l.epoch_start_offset)
-        });
-        if let Some((&id, _)) = joiner {
+            });
+        if joins {
             let mut isr = state.isr.clone();
             isr.push(id);
             isr.sort_unstable();

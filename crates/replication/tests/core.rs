@@ -299,9 +299,13 @@ fn isr_shrinks_and_expands_through_the_controller() {
     let expand = alters(&acts);
     assert_eq!(expand[0].new_isr, vec![1, 2, 3]);
     assert_eq!(r.maximal_isr(), vec![1, 2, 3]);
-    // A definite refusal drops the proposal (proposed again while the follower is in sync).
+    // A definite refusal drops the proposal; it is proposed again on the follower's next
+    // fetch that is in sync (as Kafka's maybeExpandIsr), not at once on any input.
     let acts =
         r.on_alter_partition_response(6_400, &expand[0], Err(ErrorCode::IneligibleReplica), &log);
+    assert!(alters(&acts).is_empty());
+    assert!(alters(&r.tick(6_410, &log)).is_empty());
+    let (_, acts) = r.fetch(6_420, follower_fetch(3, 10, 5), &log);
     assert_eq!(alters(&acts), expand);
     // ...and the refused member keeps counting for the HW: a delayed copy of the refused
     // request may still be committed (until a newer partition epoch is known).
@@ -747,4 +751,29 @@ fn a_follower_past_an_unclean_leaders_log_lowers_its_hw_and_truncates() {
     });
     let acts = r.on_fetch_response(1, plan.fetch_id, resp, &log);
     assert_eq!(acts, vec![Action::Truncate { offset: 5 }]);
+}
+
+/// A follower that was caught up when it died (an idle partition: nothing written since) and
+/// that the controller took out of the ISR (fenced) is not proposed back from its remembered
+/// progress: only its own fetch can bring it back. Proposing it on every input made the
+/// controller refuse it (INELIGIBLE_REPLICA) in a hot loop, each refusal keeping it counted
+/// for the HW, so the HW never moved again (found by the coordinator kill -9 fault test).
+#[test]
+fn a_dead_follower_taken_out_of_the_isr_is_not_proposed_back() {
+    let (mut r, mut log) = leader(1);
+    r.fetch(100, follower_fetch(2, 10, 5), &log);
+    r.fetch(100, follower_fetch(3, 10, 5), &log);
+    assert_eq!(r.high_watermark(), 10);
+    // Node 3 dies; the controller fences it and removes it from the ISR.
+    let acts = r.apply_metadata(3_000, state(1, 5, 2, &[1, 2]), &log);
+    assert!(alters(&acts).is_empty(), "{acts:?}");
+    assert!(alters(&r.tick(3_100, &log)).is_empty());
+    assert_eq!(r.maximal_isr(), vec![1, 2]);
+    // Writes go on and commit with the ISR that is left.
+    log.append(5, 3);
+    log.sync();
+    assert!(alters(&r.on_log_changed(3_200, &log)).is_empty());
+    let (_, acts) = r.fetch(3_300, follower_fetch(2, 13, 5), &log);
+    assert!(alters(&acts).is_empty(), "{acts:?}");
+    assert_eq!(r.high_watermark(), 13);
 }

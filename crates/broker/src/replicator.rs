@@ -218,6 +218,12 @@ async fn run_fetcher(
 ) {
     let mut link: Option<client::NodeLink> = None;
     let mut backoff = Duration::from_millis(50);
+    // Partitions whose last answer carried records: each asks to fetch again only once what
+    // it appended is durable. The next fetch waits for them (bounded by
+    // `replica.fetch.wait.max.ms`), so it carries their new offsets: sent without them, it
+    // would park at the leader (nothing new for the others) and their progress, which the
+    // leader's HW waits for (acks=all, coordinator writes), would wait for that long poll.
+    let mut appending: std::collections::HashSet<(String, i32)> = Default::default();
     loop {
         let first = tokio::select! {
             _ = state.cancel.cancelled() => return,
@@ -234,6 +240,21 @@ async fn run_fetcher(
         while let Ok(j) = jobs.try_recv() {
             add(j);
         }
+        let gather_until = tokio::time::Instant::now()
+            + Duration::from_millis(state.config.replica_fetch_wait_max_ms.max(0) as u64);
+        while appending.iter().any(|k| !batch.contains_key(k)) {
+            tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                _ = tokio::time::sleep_until(gather_until) => break,
+                j = jobs.recv() => match j {
+                    Some((p, plan)) => {
+                        batch.insert((p.tp.topic.to_string(), p.tp.partition), (p, plan));
+                    }
+                    None => return,
+                },
+            }
+        }
+        appending.clear();
         if link.as_ref().is_none_or(|l| l.is_closed()) {
             link = connect(&state, leader).await;
         }
@@ -266,6 +287,9 @@ async fn run_fetcher(
                                 end_offset: pd.diverging_epoch.end_offset,
                             });
                         let records = pd.records.filter(|r| !r.is_empty());
+                        if records.is_some() {
+                            appending.insert(key.clone());
+                        }
                         let answer = replication::FetchResponse {
                             error: ErrorCode::from_code(pd.error_code),
                             high_watermark: pd.high_watermark,

@@ -109,6 +109,25 @@ struct Pending {
     partitions: Vec<i32>,
 }
 
+/// The KIP-890 verification guard a TxnOffsetCommit holds on its group's `__consumer_offsets`
+/// partition from before its transaction coordinator is asked until its batch is appended
+/// (KAFKA-17754): a marker for the producer written in between voids it, and the append is
+/// refused. `guard` is `None` when the producer already had a transaction open there (then
+/// that transaction must still be open at the append). Released when dropped.
+struct TxnOffsetsGuard {
+    partition: Arc<crate::replica::Partition>,
+    producer_id: i64,
+    guard: Option<u64>,
+}
+
+impl Drop for TxnOffsetsGuard {
+    fn drop(&mut self) {
+        if let Some(g) = self.guard {
+            self.partition.end_verification(self.producer_id, g);
+        }
+    }
+}
+
 /// Owns the coordinator and the routes of its pending responses.
 pub struct Groups {
     coordinator: Mutex<GroupCoordinator>,
@@ -442,6 +461,7 @@ impl Groups {
         body: RequestKind,
     ) -> Reply {
         if let RequestKind::TxnOffsetCommit(r) = &body {
+            let guard = self.txn_offsets_guard(state, r);
             if let Some(node) = state.txns.remote_coordinator(state, &r.transactional_id.0) {
                 return self.txn_offset_commit_remote(
                     state,
@@ -450,10 +470,29 @@ impl Groups {
                     client_host,
                     body,
                     node,
+                    guard,
                 );
             }
+            return self.handle_verified(state, ctx, client_id, client_host, body, None, guard);
         }
-        self.handle_verified(state, ctx, client_id, client_host, body, None)
+        self.handle_verified(state, ctx, client_id, client_host, body, None, None)
+    }
+
+    /// Takes the verification guard of a TxnOffsetCommit on its group's partition (before
+    /// the transaction coordinator is asked), if this broker hosts that partition.
+    fn txn_offsets_guard(
+        &self,
+        state: &BrokerState,
+        r: &TxnOffsetCommitRequest,
+    ) -> Option<TxnOffsetsGuard> {
+        let p = self.lock().partition_for(&r.group_id.0);
+        let partition = state.replicas.get(OFFSETS_TOPIC, p)?;
+        let guard = partition.begin_verification(r.producer_id.0);
+        Some(TxnOffsetsGuard {
+            partition,
+            producer_id: r.producer_id.0,
+            guard,
+        })
     }
 
     /// A TxnOffsetCommit whose transaction coordinator is on broker `node`: KIP-890
@@ -467,9 +506,10 @@ impl Groups {
         client_host: &str,
         body: RequestKind,
         node: i32,
+        guard: Option<TxnOffsetsGuard>,
     ) -> Reply {
         let RequestKind::TxnOffsetCommit(r) = &body else {
-            return self.handle_verified(state, ctx, client_id, client_host, body, None);
+            return self.handle_verified(state, ctx, client_id, client_host, body, None, guard);
         };
         let partition = self.lock().partition_for(&r.group_id.0);
         let tp: BTreeSet<(String, i32)> = [(OFFSETS_TOPIC.to_string(), partition)]
@@ -491,14 +531,23 @@ impl Groups {
                 None => Ok(()),
                 Some(e) => Err(e),
             };
-            this.handle_verified(&state, ctx, &client_id, &client_host, body, Some(verdict))
-                .into_frame()
-                .await
+            this.handle_verified(
+                &state,
+                ctx,
+                &client_id,
+                &client_host,
+                body,
+                Some(verdict),
+                guard,
+            )
+            .into_frame()
+            .await
         }))
     }
 
     /// Handles one group API request; `verified` is a TxnOffsetCommit's KIP-890 answer when
-    /// a remote coordinator already gave it.
+    /// a remote coordinator already gave it, `guard` its verification guard.
+    #[allow(clippy::too_many_arguments)]
     fn handle_verified(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
@@ -507,6 +556,7 @@ impl Groups {
         client_host: &str,
         body: RequestKind,
         verified: Option<Result<(), ErrorCode>>,
+        guard: Option<TxnOffsetsGuard>,
     ) -> Reply {
         if let RequestKind::FindCoordinator(req) = body {
             let state = state.clone();
@@ -610,7 +660,7 @@ impl Groups {
                     Output::default()
                 }
             };
-            self.persist_and_route(state, out);
+            self.persist_and_route_guarded(state, out, guard.as_ref());
         }
         self.wake.notify_one();
         let cancel = state.cancel.clone();
@@ -645,6 +695,17 @@ impl Groups {
     /// nothing still waits for earlier writes it may have read). A failed append or wait
     /// answers with Kafka's error for the request.
     fn persist_and_route(self: &Arc<Self>, state: &Arc<BrokerState>, out: Output) {
+        self.persist_and_route_guarded(state, out, None);
+    }
+
+    /// [`Groups::persist_and_route`] for a TxnOffsetCommit's step: its transactional batch
+    /// is appended only if its verification `guard` still holds (KAFKA-17754).
+    fn persist_and_route_guarded(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        out: Output,
+        guard: Option<&TxnOffsetsGuard>,
+    ) {
         crate::metrics::METRICS.group_events(&out.stats);
         // One batch per partition for plain records; one transactional batch (the producer's
         // id and epoch, no sequence) per TxnOffsetCommit.
@@ -656,13 +717,14 @@ impl Groups {
                 .or_default()
                 .push(NewRecord::new(Some(r.key), r.value, now));
         }
-        let mut batches: Vec<(i32, BatchBuilder)> = Vec::new();
+        // (partition, batch, the producer of a transactional batch)
+        let mut batches: Vec<(i32, BatchBuilder, Option<i64>)> = Vec::new();
         for (p, records) in by_partition {
             let mut builder = BatchBuilder::new(Compression::None);
             for r in records {
                 builder.push(r);
             }
-            batches.push((p, builder));
+            batches.push((p, builder, None));
         }
         for t in out.txn_records {
             let mut builder = BatchBuilder::new(Compression::None)
@@ -671,13 +733,13 @@ impl Groups {
             for r in t.records {
                 builder.push(NewRecord::new(Some(r.key), r.value, now));
             }
-            batches.push((t.partition, builder));
+            batches.push((t.partition, builder, Some(t.producer_id)));
         }
         let loaded = self.loaded().clone();
         // Partitions whose append failed, with the error their requests get.
         let mut failed: BTreeMap<i32, ErrorCode> = BTreeMap::new();
         let mut appended = false;
-        for (p, builder) in batches {
+        for (p, builder, txn_producer) in batches {
             if failed.contains_key(&p) {
                 continue;
             }
@@ -688,8 +750,13 @@ impl Groups {
                     continue;
                 }
             };
+            let guarded = guard
+                .filter(|g| txn_producer == Some(g.producer_id) && g.partition.tp.partition == p);
             let result = match builder.build() {
-                Ok(batch) => partition.append_as_coordinator(batch, epoch),
+                Ok(batch) => match guarded {
+                    Some(g) => partition.append_txn_offsets(batch, epoch, g.producer_id, g.guard),
+                    None => partition.append_as_coordinator(batch, epoch),
+                },
                 Err(e) => {
                     tracing::error!(partition = p, error = %e, "building a {OFFSETS_TOPIC} batch failed");
                     Err(ErrorCode::UnknownServerError)
@@ -1026,6 +1093,8 @@ fn append_error(e: ErrorCode) -> ErrorCode {
         ErrorCode::NotLeaderOrFollower
         | ErrorCode::FencedLeaderEpoch
         | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        // A TxnOffsetCommit whose transaction a marker ended after its verification.
+        ErrorCode::InvalidTxnState => ErrorCode::InvalidTxnState,
         _ => ErrorCode::UnknownServerError,
     }
 }

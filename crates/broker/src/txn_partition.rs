@@ -127,6 +127,33 @@ impl Partition {
         self.txn.lock().release(producer_id, guard);
     }
 
+    /// A group coordinator's append of a TxnOffsetCommit's transactional batch to this
+    /// `__consumer_offsets` partition, at `leader_epoch`: only if the verification still holds
+    /// (KAFKA-17754, as Kafka passes the verification guard to the coordinator's append). With
+    /// `guard` (the producer had no open transaction here when verified) no marker for the
+    /// producer may have been written since it was taken; without one the producer's open
+    /// transaction must still be open. Checked and appended under the lock markers take, so
+    /// offsets are never left pending behind the marker that ended their transaction (no later
+    /// marker would complete them, or a later transaction's would commit them).
+    /// INVALID_TXN_STATE otherwise.
+    pub fn append_txn_offsets(
+        self: &std::sync::Arc<Self>,
+        batch: Bytes,
+        leader_epoch: i32,
+        producer_id: i64,
+        guard: Option<u64>,
+    ) -> Result<AppendInfo, ErrorCode> {
+        let mut g = self.txn.lock();
+        let verified = match guard {
+            Some(guard) => g.release(producer_id, guard),
+            None => self.log.has_ongoing_transaction(producer_id),
+        };
+        if !verified {
+            return Err(ErrorCode::InvalidTxnState);
+        }
+        self.append_as_coordinator(batch, leader_epoch)
+    }
+
     fn append_locked(
         self: &std::sync::Arc<Self>,
         batches: Bytes,
@@ -155,5 +182,110 @@ impl Partition {
         drop(g);
         self.advance_high_watermark();
         Ok(info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record::{BatchBuilder, Compression, NewRecord};
+    use std::sync::Arc;
+
+    /// A leader replica (single replica, node 1) of a `__consumer_offsets` partition in `dir`.
+    fn leader(dir: &std::path::Path) -> Arc<Partition> {
+        let clock: Arc<dyn storage::Clock> = Arc::new(storage::SystemClock);
+        let log = storage::Log::open(dir, model::TopicConfig::default(), clock.clone())
+            .expect("open log");
+        let config = model::BrokerConfig {
+            node_id: 1,
+            ..Default::default()
+        };
+        let (ctx, _events) = crate::replicator::ReplicationContext::new(
+            &config,
+            clock,
+            Arc::new(tokio::sync::watch::channel(0).0),
+        );
+        let p = Arc::new(Partition::new(
+            model::TopicPartition::new("__consumer_offsets", 0),
+            model::TopicId::default(),
+            log,
+            ctx,
+            None,
+        ));
+        p.apply_metadata(replication::PartitionState {
+            leader: Some(1),
+            leader_epoch: 3,
+            partition_epoch: 1,
+            replicas: vec![1],
+            isr: vec![1],
+        });
+        assert!(p.is_leader());
+        p
+    }
+
+    fn txn_offsets(producer_id: i64) -> Bytes {
+        let mut b = BatchBuilder::new(Compression::None)
+            .producer(producer_id, 0, record::NO_SEQUENCE)
+            .transactional(true);
+        b.push(NewRecord::new(
+            Some(Bytes::from_static(b"k")),
+            Some(Bytes::from_static(b"v")),
+            0,
+        ));
+        b.build().expect("batch")
+    }
+
+    /// KAFKA-17754 for TxnOffsetCommit: a marker for the producer written between the
+    /// verification and the append voids it (INVALID_TXN_STATE, nothing appended); without a
+    /// marker in between the batch is appended; with no guard (the producer had a transaction
+    /// open when verified) the append needs that transaction still open.
+    #[test]
+    fn a_marker_between_verification_and_append_refuses_the_offsets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = leader(dir.path());
+        let guard = p.begin_verification(7).expect("no transaction open");
+        p.append_txn_marker(
+            7,
+            0,
+            EndTxnMarker {
+                commit: false,
+                coordinator_epoch: 0,
+            },
+        )
+        .expect("marker");
+        let end = p.log.log_end_offset();
+        assert_eq!(
+            p.append_txn_offsets(txn_offsets(7), 3, 7, Some(guard))
+                .err(),
+            Some(ErrorCode::InvalidTxnState)
+        );
+        assert_eq!(p.log.log_end_offset(), end, "nothing appended");
+        // Verified and nothing in between: appended, and the transaction is open here.
+        let guard = p.begin_verification(8).expect("no transaction open");
+        p.append_txn_offsets(txn_offsets(8), 3, 8, Some(guard))
+            .expect("appended");
+        assert!(p.log.has_ongoing_transaction(8));
+        // Open when verified (no guard), closed by a marker before the append: refused.
+        assert!(p.begin_verification(8).is_none());
+        p.append_txn_marker(
+            8,
+            0,
+            EndTxnMarker {
+                commit: true,
+                coordinator_epoch: 0,
+            },
+        )
+        .expect("marker");
+        assert_eq!(
+            p.append_txn_offsets(txn_offsets(8), 3, 8, None).err(),
+            Some(ErrorCode::InvalidTxnState)
+        );
+        // A stale leader epoch is refused even when verified.
+        let guard = p.begin_verification(9).expect("no transaction open");
+        assert_eq!(
+            p.append_txn_offsets(txn_offsets(9), 2, 9, Some(guard))
+                .err(),
+            Some(ErrorCode::NotLeaderOrFollower)
+        );
     }
 }

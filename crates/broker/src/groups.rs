@@ -498,6 +498,7 @@ impl Groups {
     /// A TxnOffsetCommit whose transaction coordinator is on broker `node`: KIP-890
     /// verification asks it first (AddPartitionsToTxn v4+, verify only), then the request is
     /// handled with that answer.
+    #[allow(clippy::too_many_arguments)]
     fn txn_offset_commit_remote(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,

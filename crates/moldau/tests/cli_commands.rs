@@ -397,3 +397,35 @@ fn produce_to_missing_topic_fails_fast_without_auto_create() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_server_whose_config_contradicts_itself_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (sets, key) in [
+        (&["process.roles=broker"][..], "controller.quorum.voters"),
+        (
+            &[
+                "node.id=1",
+                "controller.quorum.voters=2@127.0.0.1:1,3@127.0.0.1:2",
+            ][..],
+            "controller.quorum.voters",
+        ),
+        (&["node.id=banana"][..], "node.id"),
+    ] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_moldau"));
+        cmd.args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path());
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{sets:?}: one line, got {stderr}");
+        assert!(
+            lines[0].starts_with("moldau: ") && lines[0].contains(key),
+            "{sets:?}: {stderr}"
+        );
+    }
+}

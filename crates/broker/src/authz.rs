@@ -148,6 +148,7 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::Heartbeat(r) => group(&r.group_id, Op::Read),
         K::LeaveGroup(r) => group(&r.group_id, Op::Read),
         K::OffsetCommit(r) => group(&r.group_id, Op::Read),
+        K::OffsetDelete(r) => group(&r.group_id, Op::Delete),
         K::ConsumerGroupHeartbeat(r) => group(&r.group_id, Op::Read),
         // v8+ names several groups, each answered on its own: one denied group denies the
         // request here (a mixed request is rare; Kafka answers the others).
@@ -190,6 +191,9 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
     let c = e.code();
     Some(match body {
         K::JoinGroup(_) => R::JoinGroup(JoinGroupResponse::default().with_error_code(c)),
+        K::OffsetDelete(_) => {
+            R::OffsetDelete(protocol::messages::OffsetDeleteResponse::default().with_error_code(c))
+        }
         K::SyncGroup(_) => R::SyncGroup(SyncGroupResponse::default().with_error_code(c)),
         K::Heartbeat(_) => R::Heartbeat(HeartbeatResponse::default().with_error_code(c)),
         K::LeaveGroup(_) => R::LeaveGroup(LeaveGroupResponse::default().with_error_code(c)),

@@ -223,9 +223,36 @@ pub fn dispatch(
             r,
             v,
         ))),
-        RequestKind::OffsetForLeaderEpoch(r) => ctx.ready(ResponseKind::OffsetForLeaderEpoch(
-            offsets::offset_for_leader_epoch(state, r),
-        )),
+        RequestKind::OffsetForLeaderEpoch(mut r) => {
+            // Kafka: CLUSTER_ACTION (followers) or DESCRIBE on each topic.
+            use model::acl::AclOperation as Op;
+            let denied = if ctx.access.enabled() && !ctx.access.allows_cluster(Op::ClusterAction) {
+                take_denied(&mut r.topics, |t| {
+                    !ctx.access.allows_topic(Op::Describe, &t.topic)
+                })
+            } else {
+                Vec::new()
+            };
+            let mut resp = offsets::offset_for_leader_epoch(state, r);
+            resp.topics.extend(denied.into_iter().map(|t| {
+                use protocol::messages::offset_for_leader_epoch_response as o;
+                o::OffsetForLeaderTopicResult::default()
+                    .with_topic(t.topic)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                o::EpochEndOffset::default()
+                                    .with_partition(p.partition)
+                                    .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                                    .with_leader_epoch(-1)
+                                    .with_end_offset(-1)
+                            })
+                            .collect(),
+                    )
+            }));
+            ctx.ready(ResponseKind::OffsetForLeaderEpoch(resp))
+        }
         RequestKind::DeleteRecords(r) => ctx.ready(ResponseKind::DeleteRecords(
             offsets::delete_records(state, &ctx.access, r),
         )),
@@ -376,6 +403,99 @@ pub fn dispatch(
                 ))
             }))
         }
+        RequestKind::AddPartitionsToTxn(r)
+            if v < 4
+                && ctx.access.enabled()
+                && r.v3_and_below_topics.iter().any(|t| {
+                    !ctx.access
+                        .allows_topic(model::acl::AclOperation::Write, &t.name)
+                }) =>
+        {
+            use protocol::messages::add_partitions_to_txn_response as a;
+            let results = r
+                .v3_and_below_topics
+                .iter()
+                .map(|t| {
+                    let e = if ctx
+                        .access
+                        .allows_topic(model::acl::AclOperation::Write, &t.name)
+                    {
+                        ErrorCode::OperationNotAttempted
+                    } else {
+                        ErrorCode::TopicAuthorizationFailed
+                    };
+                    a::AddPartitionsToTxnTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_results_by_partition(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    a::AddPartitionsToTxnPartitionResult::default()
+                                        .with_partition_index(*p)
+                                        .with_partition_error_code(code(e))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            ctx.ready(ResponseKind::AddPartitionsToTxn(
+                protocol::messages::AddPartitionsToTxnResponse::default()
+                    .with_results_by_topic_v3_and_below(results),
+            ))
+        }
+        RequestKind::DescribeTransactions(mut r) if ctx.access.enabled() => {
+            use model::acl::{AclOperation as Op, ResourceType as Rt};
+            use protocol::messages::describe_transactions_response as d;
+            let access = ctx.access.clone();
+            let denied = take_denied(&mut r.transactional_ids, |t| {
+                !access.allows(Op::Describe, Rt::TransactionalId, t)
+            });
+            let reply = state.txns.handle(
+                state,
+                ctx.clone(),
+                &client_id,
+                client_host,
+                RequestKind::DescribeTransactions(r),
+            );
+            // Kafka: the partitions of topics the requester may not describe are left out.
+            post_process(ctx, reply, move |resp| {
+                let ResponseKind::DescribeTransactions(d) = resp else {
+                    return;
+                };
+                for t in &mut d.transaction_states {
+                    t.topics
+                        .retain(|topic| access.allows_topic(Op::Describe, &topic.topic));
+                }
+                d.transaction_states.extend(denied.into_iter().map(|t| {
+                    d::TransactionState::default()
+                        .with_transactional_id(t)
+                        .with_error_code(code(ErrorCode::TransactionalIdAuthorizationFailed))
+                        .with_transaction_state(str_bytes(""))
+                        .with_producer_id(protocol::messages::ProducerId(-1))
+                        .with_producer_epoch(-1)
+                        .with_transaction_timeout_ms(-1)
+                        .with_transaction_start_time_ms(-1)
+                }));
+            })
+        }
+        RequestKind::ListTransactions(r) if ctx.access.enabled() => {
+            use model::acl::{AclOperation as Op, ResourceType as Rt};
+            let access = ctx.access.clone();
+            let reply = state.txns.handle(
+                state,
+                ctx.clone(),
+                &client_id,
+                client_host,
+                RequestKind::ListTransactions(r),
+            );
+            post_process(ctx, reply, move |resp| {
+                if let ResponseKind::ListTransactions(l) = resp {
+                    l.transaction_states.retain(|t| {
+                        access.allows(Op::Describe, Rt::TransactionalId, &t.transactional_id)
+                    });
+                }
+            })
+        }
         body @ (RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
         | RequestKind::EndTxn(_)
@@ -384,16 +504,70 @@ pub fn dispatch(
             state.txns.handle(state, ctx, &client_id, client_host, body)
         }
         RequestKind::WriteTxnMarkers(r) => txn::write_txn_markers(state, ctx, r),
-        RequestKind::DescribeProducers(r) => ctx.ready(ResponseKind::DescribeProducers(
-            txn::describe_producers(state, r),
-        )),
-        RequestKind::DescribeConfigs(r) => ctx.ready(ResponseKind::DescribeConfigs(
-            configs::describe_configs(state, r, v),
-        )),
-        RequestKind::AlterConfigs(r) => via_controller(state, ctx, client, r, |s, r| async move {
-            let (resp, offset) = configs::alter_configs(s, r).await;
-            (ResponseKind::AlterConfigs(resp), offset)
-        }),
+        RequestKind::DescribeProducers(mut r) => {
+            use protocol::messages::describe_producers_response as d;
+            let denied = take_denied(&mut r.topics, |t| {
+                !ctx.access
+                    .allows_topic(model::acl::AclOperation::Read, &t.name)
+            });
+            let mut resp = txn::describe_producers(state, r);
+            resp.topics.extend(denied.into_iter().map(|t| {
+                d::TopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|p| {
+                                d::PartitionResponse::default()
+                                    .with_partition_index(*p)
+                                    .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                            })
+                            .collect(),
+                    )
+            }));
+            ctx.ready(ResponseKind::DescribeProducers(resp))
+        }
+        RequestKind::DescribeConfigs(mut r) => {
+            let op = model::acl::AclOperation::DescribeConfigs;
+            let denied = take_denied(&mut r.resources, |x| {
+                config_denied(&ctx.access, op, x.resource_type, &x.resource_name).is_some()
+            });
+            let mut resp = configs::describe_configs(state, r, v);
+            resp.results.extend(denied.into_iter().map(|x| {
+                let e = config_denied(&ctx.access, op, x.resource_type, &x.resource_name)
+                    .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
+                protocol::messages::describe_configs_response::DescribeConfigsResult::default()
+                    .with_error_code(code(e))
+                    .with_error_message(Some(str_bytes(authorization_message(e))))
+                    .with_resource_type(x.resource_type)
+                    .with_resource_name(x.resource_name)
+            }));
+            ctx.ready(ResponseKind::DescribeConfigs(resp))
+        }
+        RequestKind::AlterConfigs(mut r) => {
+            let access = ctx.access.clone();
+            let op = model::acl::AclOperation::AlterConfigs;
+            let denied = take_denied(&mut r.resources, |x| {
+                config_denied(&access, op, x.resource_type, &x.resource_name).is_some()
+            });
+            let reply = via_controller(state, ctx.clone(), client, r, |s, r| async move {
+                let (resp, offset) = configs::alter_configs(s, r).await;
+                (ResponseKind::AlterConfigs(resp), offset)
+            });
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                if let ResponseKind::AlterConfigs(a) = resp {
+                    a.responses.extend(denied.into_iter().map(|x| {
+                        let e = config_denied(&access, op, x.resource_type, &x.resource_name)
+                            .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
+                        protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_error_code(code(e))
+                            .with_error_message(Some(str_bytes(authorization_message(e))))
+                            .with_resource_type(x.resource_type)
+                            .with_resource_name(x.resource_name)
+                    }));
+                }
+            })
+        }
         RequestKind::DescribeUserScramCredentials(r) => ctx.ready(
             ResponseKind::DescribeUserScramCredentials(scram::describe(state, &r)),
         ),
@@ -403,25 +577,49 @@ pub fn dispatch(
                 (ResponseKind::AlterUserScramCredentials(resp), offset)
             })
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
+        RequestKind::IncrementalAlterConfigs(mut r) => {
+            let access = ctx.access.clone();
+            let op = model::acl::AclOperation::AlterConfigs;
+            let denied = take_denied(&mut r.resources, |x| {
+                config_denied(&access, op, x.resource_type, &x.resource_name).is_some()
+            });
+            let add = move |resp: &mut ResponseKind,
+                            denied: Vec<
+                protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+            >| {
+                if let ResponseKind::IncrementalAlterConfigs(a) = resp {
+                    a.responses.extend(denied.into_iter().map(|x| {
+                        let e = config_denied(&access, op, x.resource_type, &x.resource_name)
+                            .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
+                        protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_error_code(code(e))
+                            .with_error_message(Some(str_bytes(authorization_message(e))))
+                            .with_resource_type(x.resource_type)
+                            .with_resource_name(x.resource_name)
+                    }));
+                }
+            };
             // Log levels (BROKER_LOGGER) are this broker's own and never metadata: decided
             // here, as Kafka does before it forwards the rest. A request holding both kinds
             // is decided on this broker (its other resources need it to be the controller).
             let loggers = configs::alter_loggers(state, &r);
             if loggers.is_empty() {
-                return via_controller(state, ctx, client, r, |s, r| async move {
+                let reply = via_controller(state, ctx.clone(), client, r, |s, r| async move {
                     let (resp, offset) =
                         configs::incremental_alter_configs(s, r, HashMap::new()).await;
                     (ResponseKind::IncrementalAlterConfigs(resp), offset)
                 });
+                return with_denied(ctx, reply, denied, add);
             }
             let state = state.clone();
-            Reply::Later(Box::pin(async move {
+            let inner_ctx = ctx.clone();
+            let reply = Reply::Later(Box::pin(async move {
                 let (resp, offset) =
                     configs::incremental_alter_configs(state.clone(), r, loggers).await;
                 state.wait_applied(offset).await;
-                ctx.encode(ResponseKind::IncrementalAlterConfigs(resp))
-            }))
+                inner_ctx.encode(ResponseKind::IncrementalAlterConfigs(resp))
+            }));
+            with_denied(ctx, reply, denied, add)
         }
         RequestKind::DescribeAcls(r) => {
             ctx.ready(ResponseKind::DescribeAcls(acls::describe(state, &r)))
@@ -594,6 +792,82 @@ fn group_items(
             let reply = handle(ctx.clone(), RequestKind::OffsetCommit(r));
             with_denied(ctx, reply, denied, add)
         }
+        RequestKind::OffsetDelete(mut r) => {
+            use protocol::messages::offset_delete_response as od;
+            let denied = take_denied(&mut r.topics, |t| !access.allows_topic(Op::Read, &t.name));
+            let reply = handle(ctx.clone(), RequestKind::OffsetDelete(r));
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                let ResponseKind::OffsetDelete(d) = resp else {
+                    return;
+                };
+                // A group-level error answers the whole request.
+                if d.error_code != 0 {
+                    return;
+                }
+                d.topics.extend(denied.into_iter().map(|t| {
+                    od::OffsetDeleteResponseTopic::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    od::OffsetDeleteResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                                })
+                                .collect(),
+                        )
+                }));
+            })
+        }
+        RequestKind::TxnOffsetCommit(mut r) => {
+            use protocol::messages::txn_offset_commit_response as t;
+            let denied = take_denied(&mut r.topics, |x| !access.allows_topic(Op::Read, &x.name));
+            let add = move |resp: &mut ResponseKind,
+                            denied: Vec<
+                protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+            >| {
+                let ResponseKind::TxnOffsetCommit(c) = resp else {
+                    return;
+                };
+                c.topics.extend(denied.into_iter().map(|x| {
+                    t::TxnOffsetCommitResponseTopic::default()
+                        .with_name(x.name)
+                        .with_partitions(
+                            x.partitions
+                                .iter()
+                                .map(|p| {
+                                    t::TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                                })
+                                .collect(),
+                        )
+                }));
+            };
+            if r.topics.is_empty() && !denied.is_empty() {
+                // Nothing left for the coordinator: answered without it, as Kafka does.
+                let mut resp = ResponseKind::TxnOffsetCommit(Default::default());
+                add(&mut resp, denied);
+                return ctx.ready(resp);
+            }
+            let reply = handle(ctx.clone(), RequestKind::TxnOffsetCommit(r));
+            with_denied(ctx, reply, denied, add)
+        }
+        RequestKind::ConsumerGroupHeartbeat(r)
+            if r.subscribed_topic_names.as_ref().is_some_and(|names| {
+                names.iter().any(|n| !access.allows_topic(Op::Describe, n))
+            }) =>
+        {
+            // Kafka: every subscribed topic must be describable.
+            ctx.ready(ResponseKind::ConsumerGroupHeartbeat(
+                protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
+                    .with_error_message(Some(str_bytes(authorization_message(
+                        ErrorCode::TopicAuthorizationFailed,
+                    )))),
+            ))
+        }
         RequestKind::OffsetFetch(r) => {
             // Offsets of topics that may not be described: TOPIC_AUTHORIZATION_FAILED where the
             // request named them, left out where it asked for all.
@@ -645,9 +919,41 @@ fn group_items(
                 }
             })
         }
+        RequestKind::FindCoordinator(mut r)
+            if ctx.version >= 4
+                && r.coordinator_keys.iter().any(|k| {
+                    !access.allows(Op::Describe, find_coordinator_resource(r.key_type).0, k)
+                }) =>
+        {
+            // Several keys (v4+): each denied key gets its error, the others their
+            // coordinator, as Kafka answers a mixed request.
+            let (rt, e) = find_coordinator_resource(r.key_type);
+            let denied = take_denied(&mut r.coordinator_keys, |k| {
+                !access.allows(Op::Describe, rt, k)
+            });
+            let entry = move |k: StrBytes| {
+                protocol::messages::find_coordinator_response::Coordinator::default()
+                    .with_key(k)
+                    .with_node_id(protocol::messages::BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(code(e))
+                    .with_error_message(Some(str_bytes(authorization_message(e))))
+            };
+            if r.coordinator_keys.is_empty() {
+                return ctx.ready(ResponseKind::FindCoordinator(
+                    protocol::messages::FindCoordinatorResponse::default()
+                        .with_coordinators(denied.into_iter().map(entry).collect()),
+                ));
+            }
+            let reply = handle(ctx.clone(), RequestKind::FindCoordinator(r));
+            with_denied(ctx, reply, denied, move |resp, denied| {
+                if let ResponseKind::FindCoordinator(f) = resp {
+                    f.coordinators.extend(denied.into_iter().map(entry));
+                }
+            })
+        }
         RequestKind::FindCoordinator(r) => {
-            // One key (v0-3, and what clients send at v4+): denied as Kafka denies it. A v4+
-            // request for several keys is served when any key is allowed.
+            // One key (v0-3): denied as Kafka denies it.
             let (key_type, keys): (i8, Vec<&str>) = if ctx.version >= 4 {
                 (
                     r.key_type,
@@ -756,6 +1062,23 @@ fn decode_response(api: ApiKey, version: i16, frame: &Bytes) -> Option<ResponseK
         ApiKey::ConsumerGroupDescribe => {
             Decode::decode(&mut buf, version).map(ResponseKind::ConsumerGroupDescribe)
         }
+        ApiKey::AlterConfigs => Decode::decode(&mut buf, version).map(ResponseKind::AlterConfigs),
+        ApiKey::IncrementalAlterConfigs => {
+            Decode::decode(&mut buf, version).map(ResponseKind::IncrementalAlterConfigs)
+        }
+        ApiKey::OffsetDelete => Decode::decode(&mut buf, version).map(ResponseKind::OffsetDelete),
+        ApiKey::TxnOffsetCommit => {
+            Decode::decode(&mut buf, version).map(ResponseKind::TxnOffsetCommit)
+        }
+        ApiKey::FindCoordinator => {
+            Decode::decode(&mut buf, version).map(ResponseKind::FindCoordinator)
+        }
+        ApiKey::DescribeTransactions => {
+            Decode::decode(&mut buf, version).map(ResponseKind::DescribeTransactions)
+        }
+        ApiKey::ListTransactions => {
+            Decode::decode(&mut buf, version).map(ResponseKind::ListTransactions)
+        }
         _ => return None,
     };
     match decoded {
@@ -785,4 +1108,50 @@ pub fn from_uuid(id: uuid::Uuid) -> TopicId {
 
 pub fn code(e: ErrorCode) -> i16 {
     e.code()
+}
+
+/// The resource type a FindCoordinator key names, and the error for a denied key.
+fn find_coordinator_resource(key_type: i8) -> (model::acl::ResourceType, ErrorCode) {
+    if key_type == 1 {
+        (
+            model::acl::ResourceType::TransactionalId,
+            ErrorCode::TransactionalIdAuthorizationFailed,
+        )
+    } else {
+        (
+            model::acl::ResourceType::Group,
+            ErrorCode::GroupAuthorizationFailed,
+        )
+    }
+}
+
+/// Whether `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource is denied, and Kafka's
+/// error then: the topic (TOPIC_AUTHORIZATION_FAILED) or group (GROUP_AUTHORIZATION_FAILED)
+/// itself, the cluster for brokers, broker loggers and client metrics
+/// (CLUSTER_AUTHORIZATION_FAILED).
+fn config_denied(
+    access: &Access,
+    op: model::acl::AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ErrorCode> {
+    use model::acl::ResourceType as Rt;
+    if !access.enabled() {
+        return None;
+    }
+    match resource_type {
+        2 => (!access.allows_topic(op, name)).then_some(ErrorCode::TopicAuthorizationFailed),
+        32 => (!access.allows(op, Rt::Group, name)).then_some(ErrorCode::GroupAuthorizationFailed),
+        _ => (!access.allows_cluster(op)).then_some(ErrorCode::ClusterAuthorizationFailed),
+    }
+}
+
+/// Kafka's default message of an authorization error (`Errors.message()`).
+fn authorization_message(e: ErrorCode) -> &'static str {
+    match e {
+        ErrorCode::TopicAuthorizationFailed => "Topic authorization failed.",
+        ErrorCode::GroupAuthorizationFailed => "Group authorization failed.",
+        ErrorCode::TransactionalIdAuthorizationFailed => "Transactional Id authorization failed.",
+        _ => "Cluster authorization failed.",
+    }
 }

@@ -331,7 +331,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 fn producer_config(args: &BenchArgs) -> anyhow::Result<ProducerConfig> {
-    let mut client = args.common.client_config();
+    let mut client = args.common.client_config()?;
     client.client_id = "moldau-bench".into();
     client.in_flight_max = args.in_flight.max(1);
     Ok(ProducerConfig {
@@ -567,7 +567,7 @@ fn fail_on_errors(stats: &Stats) -> anyhow::Result<()> {
 async fn consumers_for(args: &BenchArgs, from: SeekTo) -> anyhow::Result<Vec<Consumer>> {
     let mut out = Vec::new();
     let n = args.consumers.max(1);
-    let probe = client::Client::connect(args.common.client_config())
+    let probe = client::Client::connect(args.common.client_config()?)
         .await
         .with_context(|| format!("connect to {}", args.common.brokers))?;
     let topic = probe
@@ -576,7 +576,7 @@ async fn consumers_for(args: &BenchArgs, from: SeekTo) -> anyhow::Result<Vec<Con
         .with_context(|| format!("look up topic {}", args.topic))?;
     for i in 0..n {
         let mut config = ConsumerConfig {
-            client: args.common.client_config(),
+            client: args.common.client_config()?,
             group_id: args.group.clone(),
             auto_offset_reset: if from == SeekTo::Beginning {
                 client::OffsetReset::Earliest

@@ -159,7 +159,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         (None, None, true) => Some(SeekTo::Beginning),
         (None, None, false) => None,
     };
-    let client = Client::connect(args.common.client_config())
+    let client = Client::connect(args.common.client_config()?)
         .await
         .with_context(|| format!("connect to {}", args.common.brokers))?;
     let topic = client
@@ -167,7 +167,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("look up topic {}", args.topic))?;
     let config = ConsumerConfig {
-        client: args.common.client_config(),
+        client: args.common.client_config()?,
         group_id: args.group.clone(),
         auto_offset_reset: if args.from_beginning {
             OffsetReset::Earliest

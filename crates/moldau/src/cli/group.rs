@@ -385,8 +385,11 @@ async fn lag_seconds(
     if behind.is_empty() {
         return out;
     }
+    let Ok(client) = common.client_config() else {
+        return out;
+    };
     let config = client::ConsumerConfig {
-        client: common.client_config(),
+        client,
         ..client::ConsumerConfig::default()
     };
     let Ok(mut consumer) = client::Consumer::new(config).await else {

@@ -34,21 +34,89 @@ pub struct Common {
     /// Per-request timeout in milliseconds.
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     pub timeout_ms: u64,
+    /// A client properties file, as Kafka's tools take it: `security.protocol`
+    /// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), `sasl.mechanism` (PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512), `sasl.jaas.config` with `username="..." password="..."` (or
+    /// `sasl.username` / `sasl.password`), `ssl.truststore.location` (PEM CA file, or
+    /// `ssl.ca.location`), `ssl.keystore.location` (PEM certificate chain and key, for mTLS),
+    /// `ssl.endpoint.identification.algorithm` (https, or empty), `client.id`.
+    #[arg(long, env = "MOLDAU_COMMAND_CONFIG", value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl Common {
-    pub fn client_config(&self) -> client::ClientConfig {
+    pub fn client_config(&self) -> anyhow::Result<client::ClientConfig> {
         let mut c = client::ClientConfig::new(&self.brokers);
         c.client_id = "moldau-cli".into();
         c.request_timeout_ms = self.timeout_ms;
         c.connect_timeout_ms = self.timeout_ms.min(10_000);
-        c
+        if let Some(path) = &self.command_config {
+            let props = read_properties(path)
+                .with_context(|| format!("read --command-config {}", path.display()))?;
+            c.security = client::Security::from_properties(&props)
+                .with_context(|| format!("--command-config {}", path.display()))?;
+            if let Some(id) = props.get("client.id") {
+                c.client_id = id.clone();
+            }
+        }
+        Ok(c)
     }
 
     pub async fn admin(&self) -> anyhow::Result<client::Admin> {
-        client::Admin::connect(self.client_config())
+        client::Admin::connect(self.client_config()?)
             .await
             .with_context(|| format!("connect to {}", self.brokers))
+    }
+}
+
+/// Reads a Java properties file: `key=value` or `key: value` lines, `#` and `!` comments,
+/// a trailing backslash continuing the value on the next line.
+pub fn read_properties(
+    path: &std::path::Path,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(parse_properties(&text))
+}
+
+fn parse_properties(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        let trailing = line.len() - line.trim_end_matches('\\').len();
+        if trailing % 2 == 1 {
+            pending.push_str(&line[..line.len() - 1]);
+            continue;
+        }
+        pending.push_str(line);
+        let entry = std::mem::take(&mut pending);
+        let split = entry.find(['=', ':']);
+        let (k, v) = match split {
+            Some(i) => (&entry[..i], &entry[i + 1..]),
+            None => (entry.as_str(), ""),
+        };
+        out.insert(k.trim().to_owned(), v.trim().to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn properties_files_parse_as_java_reads_them() {
+        let p = super::parse_properties(
+            "# comment\n! also\nsecurity.protocol=SASL_SSL\nsasl.mechanism : PLAIN\n\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n   username=\"a\" password=\"b=c\";\n",
+        );
+        assert_eq!(p["security.protocol"], "SASL_SSL");
+        assert_eq!(p["sasl.mechanism"], "PLAIN");
+        assert_eq!(
+            p["sasl.jaas.config"],
+            "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" password=\"b=c\";"
+        );
     }
 }
 

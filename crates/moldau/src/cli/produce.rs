@@ -113,7 +113,7 @@ pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
         .map(|h| parse_kv(h))
         .collect::<anyhow::Result<_>>()?;
     let config = ProducerConfig {
-        client: args.common.client_config(),
+        client: args.common.client_config()?,
         acks: Acks::parse(&args.acks).with_context(|| format!("bad --acks {:?}", args.acks))?,
         compression: Compression::from_name(&args.compression)
             .with_context(|| format!("bad --compression {:?}", args.compression))?,

@@ -2,7 +2,8 @@
 partitions with three replicas and idempotent acks=all producers (the checker's workload),
 through: the leader killed with SIGKILL again and again; a follower killed and rejoining the
 ISR; the leader frozen (SIGSTOP) past its session, a zombie that is resumed; every node killed
-at the same moment; the HW checkpoint across such a crash; and min.insync.replicas with
+at the same moment (all restarting; or one staying down, where eligible leader replicas,
+KIP-966, bring partitions back as Kafka's rules say); the HW checkpoint across such a crash; and min.insync.replicas with
 confluent-kafka and kafka-python (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, acks=1
 still accepted). New leaders come only from the ISR, and nothing acknowledged may be lost (the
 checker reads every partition back at the end).
@@ -193,6 +194,64 @@ def test_all_replicas_kill9_at_once(clusters, topic, rng, rounds):
         cluster.log(f"{acked_before} acknowledged before the crash; producing again")
     stats = finish(cluster, w, topic)
     assert stats["acked"] >= 600
+
+
+def test_every_replica_killed_eligible_leaders_come_back(clusters, topic, rng):
+    """KIP-966 eligible leader replicas (on by default in Kafka 4.4). Every node is killed with
+    SIGKILL at once under acks=all load on two topics with three replicas: `topic` with
+    min.insync.replicas=2 and `<topic>-one` with 1. Nodes 1 and 2 restart (in a random order)
+    and node 3 stays down. Their re-registrations (or the expired sessions) take them out of
+    the ISRs, which empty once node 3's session expires: into the ELR, where for `topic` node 1
+    or 2 remains (it left while the ISR was below 2), and for `-one` only node 3 (its last ISR
+    member). So `topic` comes back led by node 1 or 2 from its ELR although its last ISR member
+    is gone, while `-one` stays offline, as Kafka's rules say, until node 3 returns and leads
+    it. Moldau handles a restart
+    after a crash as a fence, not as Kafka's unclean shutdown (which would drop the node from
+    the ELR): ISR members fsync what they report, so they hold everything committed. Nothing
+    acknowledged is lost on either topic."""
+    cluster = clusters(3, **CLUSTER_SETTINGS)
+    one = f"{topic}-one"
+    create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
+    create_topic(cluster.bootstrap, one, 1, 3, config={"min.insync.replicas": "1"})
+    for t in (topic, one):
+        wait_for(f"every partition of {t} to have a leader",
+                 lambda t=t: all(l >= 0 for l in leaders(cluster.bootstrap, t).values()))
+    w = Workload(cluster.bootstrap, topic, PARTITIONS).start()
+    w1 = Workload(cluster.bootstrap, one, 1, writers=1).start()
+    w.wait_acks(300, 90, "before the crash")
+    w1.wait_acks(100, 90, "before the crash")
+    time.sleep(rng.uniform(0.2, 1.5))
+    kill_all_at_once(cluster)
+    t_kill = time.monotonic()
+    order = rng.sample([1, 2], 2)
+    cluster.log(f"restart nodes {order} in that order; node 3 stays down")
+    cluster.node(order[0]).spawn()
+    time.sleep(rng.uniform(0.0, 2.0))
+    cluster.node(order[1]).spawn()
+    for i in order:
+        cluster.node(i).wait_started()
+    wait_for(f"every partition of {topic} led by node 1 or 2 (from its ELR)",
+             lambda: all(l in (1, 2) for l in leaders(cluster.bootstrap, topic).values()), timeout=90)
+    print(f"{topic}: back online after {time.monotonic() - t_kill:.1f}s with node 3 down")
+    w.wait_acks(300, 120, "with node 3 down")
+    wait_for(f"node 1 back in the ISRs of {topic}",
+             lambda: all(i == [1, 2] for i in isrs(cluster.bootstrap, topic).values()), timeout=90)
+    # `-one`'s only eligible leader is node 3: offline, ISR empty, even now that the other
+    # topic runs on nodes 1 and 2.
+    p = metadata(cluster.bootstrap, one)[0]
+    assert (p.leader, list(p.isrs)) == (-1, []), f"{one} partition 0: leader {p.leader} isr {p.isrs}"
+    acked_one = w1.acked_count()
+    cluster.node(3).spawn()
+    cluster.node(3).wait_started()
+    wait_for(f"{one} led by node 3 again", lambda: leaders(cluster.bootstrap, one)[0] == 3, timeout=90)
+    w1.wait_acks(100, 120, "after node 3 came back")
+    cluster.log(f"{one}: {acked_one} acknowledged before node 3 came back, {w1.acked_count()} now")
+    stats = finish(cluster, w, topic)
+    w1.stop()
+    logs, starts = read_back(cluster.bootstrap, one, 1)
+    stats_one = check(w1.history, logs, starts)
+    print(f"checker ({one}): {stats_one}")
+    assert stats["acked"] >= 600 and stats_one["acked"] >= 200
 
 
 def checkpointed_hw(node, topic: str, partition: int) -> int | None:

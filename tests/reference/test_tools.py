@@ -582,3 +582,112 @@ def test_kafka_transactions_tool(mb):
     finally:
         c.close()
     p.abort_transaction(30)
+
+
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+
+
+def _faults_cluster_class():
+    """The fault suite's three-node cluster harness (tests/faults/cluster.py)."""
+    import sys
+    from pathlib import Path
+    faults = str(Path(__file__).resolve().parent.parent / "faults")
+    if faults not in sys.path:
+        sys.path.insert(0, faults)
+    from cluster import Cluster
+    return Cluster
+
+
+def _wait(what: str, cond, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # metadata calls fail while nodes come and go
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def test_kafka_leader_election_on_three_nodes(kit_libs, moldau_bin, tmp_path):
+    """ElectLeaders (API 43) on three `moldau server` processes, with Kafka's own
+    kafka-leader-election tool, confluent-kafka's and kafka-python's admin clients. Node 1 is
+    the preferred (first) replica of partitions 0 and 1; a controlled shutdown (SIGTERM) moves
+    their leadership away, and once node 1 is back in their ISRs a PREFERRED election gives it
+    back: partition 0 by the tool, partition 1 by confluent-kafka. Already-preferred partitions
+    and UNCLEAN elections of led partitions answer ELECTION_NOT_NEEDED ("Valid replica already
+    elected"). Automatic preferred-leader balancing is off here (auto.leader.rebalance.enable)
+    so that only the requested elections move leaders."""
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.admin import KafkaAdminClient
+
+    Cluster = _faults_cluster_class()
+    cluster = Cluster(moldau_bin, tmp_path / "cluster", 3, {
+        "broker.session.timeout.ms": 3000,
+        "broker.heartbeat.interval.ms": 500,
+        "auto.leader.rebalance.enable": "false",
+    }).start()
+    try:
+        b = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": b})
+        topic = name("tools-elect")
+        admin.create_topics([NewTopic(topic, 3, replica_assignment=[[1, 2, 3], [1, 3, 2], [2, 3, 1]])]
+                            )[topic].result(60)
+
+        def parts():
+            return admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+        _wait("preferred leaders", lambda: [parts()[p].leader for p in range(3)] == [1, 1, 2])
+        before = kafka_class(LEADER_ELECTION, "--bootstrap-server", b, "--election-type", "PREFERRED",
+                             "--all-topic-partitions").check()
+        assert f"{topic}-" not in before.stdout, before.stdout
+
+        cluster.sigterm(1)
+        _wait("partitions 0 and 1 led by others", lambda: all(parts()[p].leader in (2, 3) for p in (0, 1)))
+        cluster.restart(1)
+        _wait("node 1 back in every ISR", lambda: all(sorted(parts()[p].isrs) == [1, 2, 3] for p in range(3)),
+              timeout=90)
+        assert [parts()[p].leader for p in (0, 1)] != [1, 1]
+
+        res = kafka_class(LEADER_ELECTION, "--bootstrap-server", b, "--election-type", "PREFERRED",
+                          "--topic", topic, "--partition", "0").check()
+        assert res.lines == [f"Successfully completed leader election (PREFERRED) for partitions {topic}-0"], \
+            res.stdout
+        assert parts()[0].leader == 1
+        again = kafka_class(LEADER_ELECTION, "--bootstrap-server", b, "--election-type", "PREFERRED",
+                            "--topic", topic, "--partition", "0").check()
+        assert again.lines == [f"Valid replica already elected for partitions {topic}-0"], again.stdout
+        unclean = kafka_class(LEADER_ELECTION, "--bootstrap-server", b, "--election-type", "UNCLEAN",
+                              "--topic", topic, "--partition", "2").check()
+        assert unclean.lines == [f"Valid replica already elected for partitions {topic}-2"], unclean.stdout
+
+        # confluent-kafka (librdkafka's ElectLeaders) elects partition 1's preferred leader.
+        done = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 1)]).result(30)
+        assert done[TopicPartition(topic, 1)] is None, done
+        assert parts()[1].leader == 1
+        done = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 1)]).result(30)
+        err = done[TopicPartition(topic, 1)]
+        assert err is not None and err.name() == "ELECTION_NOT_NEEDED", done
+        unknown = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 9)]).result(30)
+        assert unknown[TopicPartition(topic, 9)].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, unknown
+
+        # kafka-python (its own ElectLeaders encoding, sent to the controller it finds in
+        # Metadata): nothing left to elect, every partition ELECTION_NOT_NEEDED (84).
+        kp = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=30000)
+        try:
+            resp = kp.elect_leaders(0, {topic: [0, 1, 2]}, raise_errors=False)
+            codes = {(r.topic if hasattr(r, "topic") else r[0], p.partition_id if hasattr(p, "partition_id") else p[0]):
+                     (p.error_code if hasattr(p, "error_code") else p[1])
+                     for r in resp.replica_election_results
+                     for p in (r.partition_result if hasattr(r, "partition_result") else r[1])}
+            assert codes == {(topic, 0): 84, (topic, 1): 84, (topic, 2): 84}, resp
+        finally:
+            kp.close()
+        assert [parts()[p].leader for p in range(3)] == [1, 1, 2]
+    finally:
+        problems = cluster.close()
+    assert not problems, "\n".join(problems)

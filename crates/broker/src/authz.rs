@@ -179,6 +179,7 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::DescribeAcls(_) | K::DescribeUserScramCredentials(_) => cluster(Op::Describe),
         K::DescribeLogDirs(_) | K::DescribeQuorum(_) => cluster(Op::Describe),
         K::CreateAcls(_) | K::DeleteAcls(_) | K::AlterUserScramCredentials(_) => cluster(Op::Alter),
+        K::ElectLeaders(_) => cluster(Op::Alter),
         _ => None,
     }
 }
@@ -347,6 +348,7 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
                     .collect(),
             ),
         ),
+        K::ElectLeaders(r) => R::ElectLeaders(crate::handlers::elect_leaders_denied(r, e)),
         K::DeleteAcls(r) => R::DeleteAcls(
             DeleteAclsResponse::default().with_filter_results(
                 r.filters

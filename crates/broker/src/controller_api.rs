@@ -402,6 +402,11 @@ async fn admin(
         RequestKind::DeleteAcls(r) => {
             ResponseKind::DeleteAcls(handlers::acls::delete(state, r).await.0)
         }
+        RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
+            handlers::elections::elect_leaders(state, r, version)
+                .await
+                .0,
+        ),
         _ => return None,
     })
 }
@@ -640,7 +645,8 @@ pub fn dispatch(
         | RequestKind::IncrementalAlterConfigs(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)
-        | RequestKind::DeleteAcls(_)) => Reply::Later(Box::pin(async move {
+        | RequestKind::DeleteAcls(_)
+        | RequestKind::ElectLeaders(_)) => Reply::Later(Box::pin(async move {
             // Sent here directly: a broker on its own behalf (internal topics, auto-creation).
             let resp = admin(state, body, v, Origin::Broker).await?;
             ctx.encode(resp)

@@ -433,6 +433,7 @@ impl ControllerLink {
                                     Ok(metadata::PartitionRegistration {
                                         replicas: Vec::new(),
                                         isr: p.isr.iter().map(|b| b.0).collect(),
+                                        elr: Vec::new(),
                                         removing_replicas: Vec::new(),
                                         adding_replicas: Vec::new(),
                                         leader: p.leader_id.0,

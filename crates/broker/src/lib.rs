@@ -271,6 +271,10 @@ impl Broker {
                         producer_id_block_size: 1000,
                         max_broker_partitions: partition_cap.0,
                         max_broker_partitions_note: partition_cap.1.clone(),
+                        auto_leader_rebalance: config.auto_leader_rebalance_enable,
+                        leader_imbalance_check_interval_ms: config
+                            .leader_imbalance_check_interval_seconds
+                            .saturating_mul(1000),
                     },
                     seed: uuid::Uuid::new_v4().as_u64_pair().0,
                 },

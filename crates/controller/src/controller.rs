@@ -1,5 +1,6 @@
 //! The controller state machine: requests in, records and replies out (see the crate docs).
 
+use crate::election::{self, Election};
 use crate::placement::{self, Candidate, Load};
 use crate::policy;
 use crate::ControllerError;
@@ -37,6 +38,12 @@ pub struct ControllerConfig {
     /// Why `max_broker_partitions` is lower than configured (the open-file limit), named in
     /// the refusal.
     pub max_broker_partitions_note: Option<String>,
+    /// `auto.leader.rebalance.enable` (Kafka's default: true): every
+    /// `leader.imbalance.check.interval.seconds` the active controller moves leadership back
+    /// to each partition's preferred (first) replica where it may lead.
+    pub auto_leader_rebalance: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms (Kafka's default: 300 s).
+    pub leader_imbalance_check_interval_ms: i64,
 }
 
 impl Default for ControllerConfig {
@@ -51,6 +58,8 @@ impl Default for ControllerConfig {
             producer_id_block_size: 1000,
             max_broker_partitions: i64::from(i32::MAX),
             max_broker_partitions_note: None,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval_ms: 300_000,
         }
     }
 }
@@ -195,6 +204,12 @@ pub enum Request {
     CreateAcls(Vec<AclBinding>),
     /// DeleteAcls: every ACL matching any of the filters goes.
     DeleteAcls(Vec<AclBindingFilter>),
+    /// ElectLeaders (API 43): PREFERRED or UNCLEAN elections for the named partitions
+    /// (topic, partition ids), or for every partition when `None`.
+    ElectLeaders {
+        election: Election,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// A SCRAM credential to set: the broker derived the keys from the client's salted password
@@ -249,7 +264,15 @@ pub enum Reply {
     /// Per filter, the ACLs it deleted (an ACL matched by an earlier filter of the request is
     /// reported by that one only).
     DeleteAcls(Vec<Vec<AclBinding>>),
+    /// Per topic, per partition: done, or Kafka's error (ELECTION_NOT_NEEDED,
+    /// PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    /// UNKNOWN_TOPIC_OR_PARTITION). For "every partition", partitions whose election was not
+    /// needed are left out, as Kafka does.
+    ElectLeaders(Vec<ElectionResults>),
 }
+
+/// One topic's ElectLeaders results: (topic, [(partition, outcome)]).
+pub type ElectionResults = (String, Vec<(i32, Result<(), ControllerError>)>);
 
 /// Records to propose (already applied to the speculative image) and what to answer once they
 /// are committed. Empty `records`: nothing to commit, but the reply must still wait until
@@ -330,6 +353,8 @@ pub struct Controller {
     active: bool,
     /// Last heartbeat per broker (soft state of the active controller).
     heartbeats: HashMap<NodeId, i64>,
+    /// When automatic preferred-leader balancing next runs (set on the first tick).
+    next_rebalance: Option<i64>,
     ids: Ids,
 }
 
@@ -342,6 +367,7 @@ impl Controller {
             pending: VecDeque::new(),
             active: false,
             heartbeats: HashMap::new(),
+            next_rebalance: None,
             ids: Ids(seed),
         }
     }
@@ -422,6 +448,7 @@ impl Controller {
         self.active = false;
         self.pending.clear();
         self.heartbeats.clear();
+        self.next_rebalance = None;
         self.speculative = MetadataImage::empty();
     }
 
@@ -553,6 +580,10 @@ impl Controller {
             Request::CreateAcls(bindings) => {
                 Reply::CreateAcls(self.create_acls(&mut records, bindings))
             }
+            Request::ElectLeaders {
+                election,
+                partitions,
+            } => Reply::ElectLeaders(self.elect_leaders(&mut records, election, partitions)),
             Request::DeleteAcls(filters) => {
                 Reply::DeleteAcls(self.delete_acls(&mut records, filters))
             }
@@ -622,6 +653,15 @@ impl Controller {
             );
             self.move_leadership_away(&mut records, node_id);
         }
+        if self.config.auto_leader_rebalance {
+            let next = *self
+                .next_rebalance
+                .get_or_insert(now + self.config.leader_imbalance_check_interval_ms);
+            if now >= next {
+                self.next_rebalance = Some(now + self.config.leader_imbalance_check_interval_ms);
+                self.balance_leaders(&mut records);
+            }
+        }
         self.finish(records, ())
     }
 
@@ -630,13 +670,144 @@ impl Controller {
         if !self.active {
             return None;
         }
-        self.speculative
+        let session = self
+            .speculative
             .brokers
             .values()
             .filter(|b| !b.fenced)
             .filter_map(|b| self.heartbeats.get(&b.node_id))
             .map(|last| last + self.config.broker_session_timeout_ms + 1)
-            .min()
+            .min();
+        let rebalance = self
+            .next_rebalance
+            .filter(|_| self.config.auto_leader_rebalance);
+        match (session, rebalance) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Automatic preferred-leader balancing (Kafka's `maybeBalancePartitionLeaders`): every
+    /// partition not led by its first replica gets a PREFERRED election; only those whose
+    /// preferred replica may lead (in the ISR, usable) change.
+    fn balance_leaders(&mut self, records: &mut Vec<MetadataRecord>) {
+        let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
+        let mut moved = 0;
+        for topic in topics {
+            let min_isr = self.min_isr(&topic);
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if p.replicas.first() == Some(&p.leader) {
+                    continue;
+                }
+                let c = election::change(
+                    p,
+                    p.isr.clone(),
+                    min_isr,
+                    |r| self.is_usable(r),
+                    Election::Preferred,
+                );
+                if c.next.leader != p.leader && p.replicas.first() == Some(&c.next.leader) {
+                    self.change_partition(records, &topic, i, p, c.next);
+                    moved += 1;
+                }
+            }
+        }
+        if moved > 0 {
+            tracing::info!(
+                partitions = moved,
+                "leadership moved back to preferred replicas"
+            );
+        }
+    }
+
+    /// ElectLeaders (Kafka's `ReplicationControlManager.electLeaders`).
+    fn elect_leaders(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        election: Election,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Vec<ElectionResults> {
+        match partitions {
+            None => {
+                let topics: Vec<Arc<TopicImage>> =
+                    self.speculative.topics.values().cloned().collect();
+                topics
+                    .into_iter()
+                    .map(|t| {
+                        let results = (0..t.partitions.len() as i32)
+                            .map(|i| (i, self.elect_leader(records, &t.name, i, election)))
+                            .filter(|(_, r)| {
+                                !matches!(r, Err(e) if e.code == ErrorCode::ElectionNotNeeded)
+                            })
+                            .collect();
+                        (t.name.to_string(), results)
+                    })
+                    .collect()
+            }
+            Some(list) => list
+                .into_iter()
+                .map(|(name, ids)| {
+                    let results = ids
+                        .into_iter()
+                        .map(|i| (i, self.elect_leader(records, &name, i, election)))
+                        .collect();
+                    (name, results)
+                })
+                .collect(),
+        }
+    }
+
+    fn elect_leader(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        name: &str,
+        index: i32,
+        election: Election,
+    ) -> Result<(), ControllerError> {
+        let Some(topic) = self.speculative.topic(name).cloned() else {
+            return Err(ControllerError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("No such topic as {name}"),
+            ));
+        };
+        let Some(p) = usize::try_from(index)
+            .ok()
+            .and_then(|i| topic.partitions.get(i))
+        else {
+            return Err(ControllerError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("No such partition as {name}-{index}"),
+            ));
+        };
+        let not_needed = match election {
+            Election::Preferred => p.replicas.first() == Some(&p.leader),
+            Election::Unclean => p.leader >= 0,
+            Election::Online => p.leader >= 0,
+        };
+        if not_needed {
+            return Err(ControllerError::new(ErrorCode::ElectionNotNeeded, ""));
+        }
+        let c = election::change(
+            p,
+            p.isr.clone(),
+            self.min_isr(&topic),
+            |r| self.is_usable(r),
+            election,
+        );
+        if c.next == *p {
+            return Err(match election {
+                Election::Preferred => {
+                    ControllerError::new(ErrorCode::PreferredLeaderNotAvailable, "")
+                }
+                _ => ControllerError::new(ErrorCode::EligibleLeadersNotAvailable, ""),
+            });
+        }
+        if c.unclean {
+            tracing::warn!(topic = %name, partition = index, leader = c.next.leader, "unclean leader election (ElectLeaders)");
+        }
+        let p = p.clone();
+        self.change_partition(records, &topic, index as usize, &p, c.next);
+        Ok(())
     }
 
     fn usable_candidates(&self) -> Vec<Candidate> {
@@ -688,6 +859,37 @@ impl Controller {
         TopicConfig::resolve(&self.broker_props(), &topic.configs)
             .map(|c| c.unclean_leader_election_enable)
             .unwrap_or(false)
+    }
+
+    /// The topic's effective `min.insync.replicas` as the controller sees it (topic override,
+    /// else the cluster-wide dynamic default, else the static config), for the ELR.
+    fn min_isr(&self, topic: &TopicImage) -> usize {
+        TopicConfig::resolve(&self.broker_props(), &topic.configs)
+            .map(|c| usize::try_from(c.min_insync_replicas).unwrap_or(1))
+            .unwrap_or(1)
+    }
+
+    /// After a config change: partitions with eligible leader replicas get them recomputed
+    /// for the (maybe lowered) `min.insync.replicas` (Kafka does the same): an ISR that
+    /// now has enough members empties the ELR, whose members could miss records the HW
+    /// passes from now on. Leaderless partitions of a topic that now allows
+    /// `unclean.leader.election.enable` get their unclean election at once.
+    fn refresh_elr(&mut self, records: &mut Vec<MetadataRecord>) {
+        let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
+        for topic in topics {
+            let min_isr = self.min_isr(&topic);
+            let kind = self.election_kind(&topic);
+            for (i, p) in topic.partitions.iter().enumerate() {
+                if p.elr.is_empty() && p.leader >= 0 {
+                    continue;
+                }
+                let c = election::change(p, p.isr.clone(), min_isr, |r| self.is_usable(r), kind);
+                if c.unclean {
+                    tracing::warn!(topic = %topic.name, partition = i, leader = c.next.leader, "unclean leader election (config change)");
+                }
+                self.change_partition(records, &topic, i, p, c.next);
+            }
+        }
     }
 
     fn validate_configs(&self, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
@@ -1042,6 +1244,7 @@ impl Controller {
                 },
             );
         }
+        self.refresh_elr(records);
         Ok(())
     }
 
@@ -1324,6 +1527,7 @@ impl Controller {
             let broker = broker.to_string();
             self.emit(records, MetadataRecord::BrokerConfig { broker, key, value });
         }
+        self.refresh_elr(records);
         Ok(())
     }
 
@@ -1568,9 +1772,18 @@ impl Controller {
                     results.push(Err(e));
                     continue;
                 }
-                let mut next = prev.clone();
-                next.isr = change.new_isr.iter().map(|(id, _)| *id).collect();
-                if next.isr == prev.isr {
+                let target: Vec<NodeId> = change.new_isr.iter().map(|(id, _)| *id).collect();
+                // The leader is in the new ISR (checked): it stays; the ELR follows the ISR.
+                let leader = prev.leader;
+                let next = election::change(
+                    &prev,
+                    target,
+                    self.min_isr(&topic),
+                    |r| r == leader || self.is_usable(r),
+                    Election::Online,
+                )
+                .next;
+                if next == prev {
                     // Nothing changes: no record, the current state is the answer.
                     results.push(Ok(prev));
                     continue;
@@ -1698,64 +1911,62 @@ impl Controller {
     }
 
     /// A broker is fenced, shutting down or restarting: take it out of every ISR it is in
-    /// (keeping the last member, as Kafka does, so the partition waits for it) and give the
-    /// partitions it led a new leader from the ISR (unclean: any usable replica, only where
-    /// `unclean.leader.election.enable`).
+    /// (into the ELR where the ISR falls below `min.insync.replicas`, KIP-966; an ISR may
+    /// become empty, its last member then eligible) and give the partitions it led a new
+    /// leader: from the ISR, else the ELR, else (only where `unclean.leader.election.enable`)
+    /// any usable replica. See [`election`].
     fn move_leadership_away(&mut self, records: &mut Vec<MetadataRecord>, lost: NodeId) {
         let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
         for topic in topics {
-            let unclean = self.unclean_allowed(&topic);
+            let kind = self.election_kind(&topic);
+            let min_isr = self.min_isr(&topic);
             for (i, p) in topic.partitions.iter().enumerate() {
                 if !p.isr.contains(&lost) && p.leader != lost {
                     continue;
                 }
-                let mut next = p.clone();
-                if next.isr.len() > 1 {
-                    next.isr.retain(|r| *r != lost);
+                let target = p.isr.iter().copied().filter(|&r| r != lost).collect();
+                let c =
+                    election::change(p, target, min_isr, |r| r != lost && self.is_usable(r), kind);
+                if c.unclean {
+                    tracing::warn!(topic = %topic.name, partition = i, leader = c.next.leader, "unclean leader election");
                 }
-                if next.leader == lost || !next.isr.contains(&next.leader) {
-                    next.leader = -1;
-                    let usable = |r: &NodeId| *r != lost && self.is_usable(*r);
-                    if let Some(r) = next
-                        .replicas
-                        .iter()
-                        .copied()
-                        .find(|r| next.isr.contains(r) && usable(r))
-                    {
-                        next.leader = r;
-                    } else if unclean {
-                        if let Some(r) = next.replicas.iter().copied().find(usable) {
-                            tracing::warn!(topic = %topic.name, partition = i, leader = r, "unclean leader election");
-                            next.leader = r;
-                            next.isr = vec![r];
-                        }
-                    }
-                }
-                self.change_partition(records, &topic, i, p, next);
+                self.change_partition(records, &topic, i, p, c.next);
             }
         }
     }
 
-    /// A broker was unfenced: partitions without a leader whose ISR holds it get it as leader.
+    /// ONLINE, or UNCLEAN where the topic allows it.
+    fn election_kind(&self, topic: &TopicImage) -> Election {
+        if self.unclean_allowed(topic) {
+            Election::Unclean
+        } else {
+            Election::Online
+        }
+    }
+
+    /// A broker was unfenced: partitions without a leader get one if it (or another usable
+    /// replica) may lead: an ISR member, else an ELR member when the ISR is empty, else
+    /// (unclean) any.
     fn elect_offline_partitions(&mut self, records: &mut Vec<MetadataRecord>, back: NodeId) {
         let topics: Vec<Arc<TopicImage>> = self.speculative.topics.values().cloned().collect();
         for topic in topics {
-            let unclean = self.unclean_allowed(&topic);
+            let kind = self.election_kind(&topic);
+            let min_isr = self.min_isr(&topic);
             for (i, p) in topic.partitions.iter().enumerate() {
                 if p.leader != -1 || !p.replicas.contains(&back) {
                     continue;
                 }
-                let mut next = p.clone();
-                if p.isr.contains(&back) {
-                    next.leader = back;
-                } else if unclean {
-                    tracing::warn!(topic = %topic.name, partition = i, leader = back, "unclean leader election");
-                    next.leader = back;
-                    next.isr = vec![back];
-                } else {
-                    continue;
+                let c = election::change(
+                    p,
+                    p.isr.clone(),
+                    min_isr,
+                    |r| r == back || self.is_usable(r),
+                    kind,
+                );
+                if c.unclean {
+                    tracing::warn!(topic = %topic.name, partition = i, leader = c.next.leader, "unclean leader election");
                 }
-                self.change_partition(records, &topic, i, p, next);
+                self.change_partition(records, &topic, i, p, c.next);
             }
         }
     }

@@ -24,14 +24,16 @@
 //! ```
 
 mod controller;
+pub mod election;
 pub mod placement;
 pub mod policy;
 
 pub use controller::{
     acl_binding, acl_entry, ConfigChange, ConfigResource, Controller, ControllerConfig,
-    CreatedTopic, Decision, HeartbeatReply, IsrChange, Origin, RegisterBroker, Reply, Request,
-    ScramUpsertion, TopicRef, TopicSpec,
+    CreatedTopic, Decision, ElectionResults, HeartbeatReply, IsrChange, Origin, RegisterBroker,
+    Reply, Request, ScramUpsertion, TopicRef, TopicSpec,
 };
+pub use election::Election;
 
 use model::ErrorCode;
 

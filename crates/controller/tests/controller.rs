@@ -192,7 +192,7 @@ fn replicas_and_leaders_spread_and_racks_are_respected() {
 }
 
 #[test]
-fn a_fenced_broker_loses_leadership_to_the_isr_and_keeps_the_last_isr_slot() {
+fn a_fenced_broker_loses_leadership_to_the_isr_and_stays_eligible_as_the_last_member() {
     let mut h = Harness::new(config());
     let e1 = h.register(1, None);
     let e2 = h.register(2, None);
@@ -213,7 +213,12 @@ fn a_fenced_broker_loses_leadership_to_the_isr_and_keeps_the_last_isr_slot() {
     }
     for p in &h.image.topic("solo").unwrap().partitions {
         if p.replicas == [2] {
-            assert_eq!((p.leader, p.isr.clone()), (-1, vec![2]), "{p:?}");
+            // KIP-966: the ISR empties, its last member is an eligible leader replica.
+            assert_eq!(
+                (p.leader, p.isr.clone(), p.elr.clone()),
+                (-1, vec![], vec![2]),
+                "{p:?}"
+            );
             assert_eq!(p.leader_epoch, 1);
         }
     }
@@ -225,6 +230,7 @@ fn a_fenced_broker_loses_leadership_to_the_isr_and_keeps_the_last_isr_slot() {
         if p.replicas == [2] {
             assert_eq!(p.leader, 2);
             assert_eq!(p.leader_epoch, 2);
+            assert_eq!((p.isr.clone(), p.elr.clone()), (vec![2], vec![]));
         }
     }
 }
@@ -892,4 +898,275 @@ fn acls_are_created_once_deleted_by_filter_and_kept_in_snapshots() {
     assert!(deleted[1].is_empty(), "{deleted:?}");
     h.commit_all();
     assert!(h.image.acls.is_empty());
+}
+
+/// A broker's new incarnation after a clean shutdown, fenced until it catches up.
+fn register_fenced(h: &mut Harness, id: i32) -> i64 {
+    let r = h.call(Request::RegisterBroker(RegisterBroker {
+        node_id: id,
+        cluster_id: "c".into(),
+        incarnation_id: format!("inc-{id}-{}-again", h.now),
+        endpoints: vec![Endpoint {
+            name: "PLAINTEXT".into(),
+            host: "h".into(),
+            port: 9000 + id,
+            security_protocol: "PLAINTEXT".into(),
+        }],
+        rack: None,
+        // A clean restart (SIGTERM): registers at once, without waiting out the session.
+        previous_broker_epoch: h.image.brokers.get(&id).map_or(-1, |b| b.epoch),
+    }));
+    h.commit_all();
+    let Reply::RegisterBroker(Ok(epoch)) = r else {
+        panic!("{r:?}")
+    };
+    epoch
+}
+
+/// KIP-966 (on by default in Kafka 4.4): every replica of an RF=3 partition crashes; the
+/// restarts shrink the ISR (a restart is handled as a fence: Moldau's ISR members hold
+/// everything committed on disk) into the eligible leader replicas once it is below
+/// `min.insync.replicas`, so with min.insync.replicas=2 the partition comes back with 2 of
+/// its 3 replicas although the last ISR member never returns; with 1 it waits for that one.
+#[test]
+fn after_every_replica_crashed_an_eligible_leader_replica_leads_again() {
+    let mut h = Harness::new(config());
+    for id in 1..=3 {
+        h.register(id, None);
+    }
+    for (name, min_isr) in [("two", "2"), ("one", "1")] {
+        let r = h.call(Request::CreateTopics {
+            topics: vec![TopicSpec {
+                name: name.into(),
+                partitions: -1,
+                replication_factor: -1,
+                assignment: vec![vec![1, 2, 3]],
+                configs: BTreeMap::from([("min.insync.replicas".into(), min_isr.into())]),
+            }],
+            validate_only: false,
+            origin: Origin::Client,
+        });
+        assert!(
+            matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
+            "{r:?}"
+        );
+    }
+    h.commit_all();
+    let part = |h: &Harness, t: &str| {
+        let p = h.image.topic(t).unwrap().partitions[0].clone();
+        (p.leader, p.isr, p.elr)
+    };
+    // All three crash (kill -9: no clean-shutdown epoch, so they cannot register again
+    // before their sessions expire). The sessions expire: 1, then 2, then 3 are fenced.
+    h.now = 1050;
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    assert!(h.image.brokers[&3].fenced);
+    assert_eq!(part(&h, "two"), (-1, vec![], vec![2, 3]));
+    assert_eq!(part(&h, "one"), (-1, vec![], vec![3]));
+    // 1 and 2 restart (new incarnations, fenced until caught up); 3 does not.
+    let e1 = register_fenced(&mut h, 1);
+    let e2 = register_fenced(&mut h, 2);
+    assert_eq!(part(&h, "two"), (-1, vec![], vec![2, 3]));
+    // 1 catches up: not eligible for either. 2 catches up: it leads "two" from the ELR.
+    assert!(!h.heartbeat(1, e1, false).is_fenced);
+    assert_eq!(part(&h, "two"), (-1, vec![], vec![2, 3]));
+    assert!(!h.heartbeat(2, e2, false).is_fenced);
+    assert_eq!(part(&h, "two"), (2, vec![2], vec![3]));
+    assert_eq!(part(&h, "one"), (-1, vec![], vec![3]));
+    // 1 catches up with the leader of "two": the ISR reaches 2, the ELR empties.
+    let p = h.image.topic("two").unwrap().partitions[0].clone();
+    let id = h.image.topic("two").unwrap().id;
+    let r = h.call(Request::AlterPartition {
+        broker_id: 2,
+        broker_epoch: e2,
+        topics: vec![(
+            id,
+            vec![IsrChange {
+                partition: 0,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: vec![(1, e1), (2, e2)],
+                leader_recovery_state: 0,
+            }],
+        )],
+    });
+    h.commit_all();
+    assert!(matches!(r, Reply::AlterPartition(Ok(_))), "{r:?}");
+    assert_eq!(part(&h, "two"), (2, vec![1, 2], vec![]));
+    // On "one", 3 comes back and leads.
+    let e3 = register_fenced(&mut h, 3);
+    assert!(!h.heartbeat(3, e3, false).is_fenced);
+    assert_eq!(part(&h, "one"), (3, vec![3], vec![]));
+}
+
+/// ElectLeaders (API 43) as Kafka's `ReplicationControlManager.electLeaders` answers it.
+#[test]
+fn elect_leaders_preferred_and_unclean() {
+    use controller::Election;
+    let mut h = Harness::new(config());
+    for id in 1..=3 {
+        h.register(id, None);
+    }
+    let r = h.call(Request::CreateTopics {
+        topics: vec![TopicSpec {
+            name: "e".into(),
+            partitions: -1,
+            replication_factor: -1,
+            assignment: vec![vec![1, 2, 3], vec![2, 3, 1]],
+            configs: BTreeMap::new(),
+        }],
+        validate_only: false,
+        origin: Origin::Client,
+    });
+    assert!(
+        matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
+        "{r:?}"
+    );
+    h.commit_all();
+    let elect = |h: &mut Harness, election, partitions| {
+        let r = h.call(Request::ElectLeaders {
+            election,
+            partitions,
+        });
+        h.commit_all();
+        let Reply::ElectLeaders(r) = r else {
+            panic!("{r:?}")
+        };
+        r.into_iter()
+            .flat_map(|(t, ps)| {
+                ps.into_iter()
+                    .map(move |(p, r)| (t.clone(), p, r.map_err(|e| e.code)))
+            })
+            .collect::<Vec<_>>()
+    };
+    // Everything is led by its preferred replica: nothing to do, and "all partitions" leaves
+    // such partitions out.
+    assert_eq!(
+        elect(
+            &mut h,
+            Election::Preferred,
+            Some(vec![("e".into(), vec![0, 7])])
+        ),
+        vec![
+            ("e".into(), 0, Err(ErrorCode::ElectionNotNeeded)),
+            ("e".into(), 7, Err(ErrorCode::UnknownTopicOrPartition))
+        ]
+    );
+    assert_eq!(elect(&mut h, Election::Preferred, None), vec![]);
+    assert_eq!(
+        elect(
+            &mut h,
+            Election::Unclean,
+            Some(vec![("nope".into(), vec![0])])
+        ),
+        vec![("nope".into(), 0, Err(ErrorCode::UnknownTopicOrPartition))]
+    );
+    // Broker 1 restarts: partition 0 moves to 2; once 1 is back (unfenced, but out of the
+    // ISR) the preferred election has no valid preferred leader...
+    let e1 = register_fenced(&mut h, 1);
+    assert_eq!(h.image.topic("e").unwrap().partitions[0].leader, 2);
+    assert!(!h.heartbeat(1, e1, false).is_fenced);
+    assert_eq!(
+        elect(
+            &mut h,
+            Election::Preferred,
+            Some(vec![("e".into(), vec![0])])
+        ),
+        vec![("e".into(), 0, Err(ErrorCode::PreferredLeaderNotAvailable))]
+    );
+    // ...until it rejoins the ISR; then it leads again.
+    let p = h.image.topic("e").unwrap().partitions[0].clone();
+    let id = h.image.topic("e").unwrap().id;
+    let r = h.call(Request::AlterPartition {
+        broker_id: 2,
+        broker_epoch: h.image.brokers[&2].epoch,
+        topics: vec![(
+            id,
+            vec![IsrChange {
+                partition: 0,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: vec![(2, -1), (3, -1), (1, -1)],
+                leader_recovery_state: 0,
+            }],
+        )],
+    });
+    h.commit_all();
+    assert!(matches!(r, Reply::AlterPartition(Ok(_))), "{r:?}");
+    assert_eq!(
+        elect(&mut h, Election::Preferred, None),
+        vec![("e".into(), 0, Ok(()))]
+    );
+    let p0 = h.image.topic("e").unwrap().partitions[0].clone();
+    assert_eq!((p0.leader, p0.leader_epoch), (1, p.leader_epoch + 1));
+    // UNCLEAN: a partition with a leader needs none.
+    assert_eq!(
+        elect(&mut h, Election::Unclean, Some(vec![("e".into(), vec![1])])),
+        vec![("e".into(), 1, Err(ErrorCode::ElectionNotNeeded))]
+    );
+}
+
+/// An UNCLEAN ElectLeaders brings back a partition whose only eligible replica is gone,
+/// whatever `unclean.leader.election.enable` says; with no usable replica it fails.
+#[test]
+fn unclean_elect_leaders_brings_an_offline_partition_back() {
+    use controller::Election;
+    let mut h = Harness::new(config());
+    for id in 1..=2 {
+        h.register(id, None);
+    }
+    let r = h.call(Request::CreateTopics {
+        topics: vec![TopicSpec {
+            name: "u".into(),
+            partitions: -1,
+            replication_factor: -1,
+            assignment: vec![vec![1, 2]],
+            configs: BTreeMap::new(),
+        }],
+        validate_only: false,
+        origin: Origin::Client,
+    });
+    assert!(
+        matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
+        "{r:?}"
+    );
+    h.commit_all();
+    // 2 restarts (out of the ISR), then 1's session expires: offline, 1 eligible.
+    h.now = 500;
+    let e2 = register_fenced(&mut h, 2);
+    assert!(!h.heartbeat(2, e2, false).is_fenced);
+    h.now = 1200;
+    h.heartbeat(2, e2, false);
+    let d = h.c.tick(h.now);
+    h.propose(d.records);
+    h.commit_all();
+    let p = h.image.topic("u").unwrap().partitions[0].clone();
+    assert_eq!(
+        (p.leader, p.isr.clone(), p.elr.clone()),
+        (-1, vec![], vec![1])
+    );
+    let r = h.call(Request::ElectLeaders {
+        election: Election::Preferred,
+        partitions: Some(vec![("u".into(), vec![0])]),
+    });
+    assert!(
+        matches!(&r, Reply::ElectLeaders(v) if v[0].1[0].1.as_ref().is_err_and(|e| e.code == ErrorCode::PreferredLeaderNotAvailable)),
+        "{r:?}"
+    );
+    let r = h.call(Request::ElectLeaders {
+        election: Election::Unclean,
+        partitions: Some(vec![("u".into(), vec![0])]),
+    });
+    h.commit_all();
+    assert!(
+        matches!(&r, Reply::ElectLeaders(v) if v[0].1[0].1.is_ok()),
+        "{r:?}"
+    );
+    let p = h.image.topic("u").unwrap().partitions[0].clone();
+    assert_eq!(
+        (p.leader, p.isr.clone(), p.elr.clone()),
+        (2, vec![2], vec![])
+    );
 }

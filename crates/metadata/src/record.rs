@@ -23,12 +23,18 @@ pub struct Endpoint {
 /// A partition's replicas and leadership, as Kafka's `PartitionRegistration`.
 ///
 /// *Invariants* (checked by the controller before it writes one, and by the simulation):
-/// `leader` is -1 or a member of `isr`; `isr` is a non-empty subset of `replicas`;
-/// `leader_epoch` grows whenever the leader changes; `partition_epoch` grows on every change.
+/// `leader` is -1 or a member of `isr`; `isr` and `elr` are disjoint subsets of `replicas`,
+/// not both empty (an empty ISR, KIP-966, only with no leader); `leader_epoch` grows
+/// whenever the leader changes; `partition_epoch` grows on every change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRegistration {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// KIP-966 eligible leader replicas: members that left the ISR while it was below
+    /// `min.insync.replicas` (the high watermark cannot pass what they hold); with an empty
+    /// ISR the next leader comes from here. Empty while the ISR has `min.insync.replicas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<i32>,
     /// Replicas being removed by a reassignment (still in `replicas` until it completes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<i32>,
@@ -47,6 +53,7 @@ impl PartitionRegistration {
     pub fn new(replicas: Vec<i32>, leader: i32) -> PartitionRegistration {
         PartitionRegistration {
             isr: replicas.clone(),
+            elr: Vec::new(),
             replicas,
             removing_replicas: Vec::new(),
             adding_replicas: Vec::new(),
@@ -65,11 +72,17 @@ impl PartitionRegistration {
         if !self.replicas.iter().all(|r| seen.insert(*r)) {
             return Err(format!("duplicate replicas {:?}", self.replicas));
         }
-        if self.isr.is_empty() {
-            return Err("empty ISR".into());
+        if self.isr.is_empty() && self.elr.is_empty() {
+            return Err("empty ISR and ELR".into());
         }
         if let Some(r) = self.isr.iter().find(|r| !self.replicas.contains(r)) {
             return Err(format!("ISR member {r} is not a replica"));
+        }
+        if let Some(r) = self.elr.iter().find(|r| !self.replicas.contains(r)) {
+            return Err(format!("ELR member {r} is not a replica"));
+        }
+        if let Some(r) = self.elr.iter().find(|r| self.isr.contains(r)) {
+            return Err(format!("{r} is in both the ISR and the ELR"));
         }
         if self.leader != -1 && !self.isr.contains(&self.leader) {
             return Err(format!(

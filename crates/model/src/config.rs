@@ -864,6 +864,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "a broker without a heartbeat for this long is fenced",
     ),
     broker(
+        "auto.leader.rebalance.enable",
+        "true",
+        ConfigType::Boolean,
+        "the active controller moves leadership back to each partition's preferred (first) replica every leader.imbalance.check.interval.seconds",
+    ),
+    broker(
+        "leader.imbalance.check.interval.seconds",
+        "300",
+        ConfigType::Long,
+        "how often automatic preferred-leader balancing runs",
+    ),
+    broker(
         "replica.lag.time.max.ms",
         "30000",
         ConfigType::Long,
@@ -1343,6 +1355,10 @@ pub struct BrokerConfig {
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: i64,
     pub broker_heartbeat_interval_ms: i64,
+    /// `auto.leader.rebalance.enable`: preferred-leader balancing by the active controller.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_seconds: i64,
     /// `replica.lag.time.max.ms`: a follower behind for this long leaves the ISR.
     pub replica_lag_time_max_ms: i64,
     /// `replica.fetch.wait.max.ms`: a follower fetch's long-poll at the leader.
@@ -1616,6 +1632,11 @@ impl BrokerConfig {
             inter_broker_listener_name: cluster.inter_broker,
             broker_rack: Some(get("broker.rack")).filter(|s| !s.trim().is_empty()),
             broker_session_timeout_ms: long("broker.session.timeout.ms", 1)?,
+            auto_leader_rebalance_enable: boolean("auto.leader.rebalance.enable")?,
+            leader_imbalance_check_interval_seconds: long(
+                "leader.imbalance.check.interval.seconds",
+                1,
+            )?,
             broker_heartbeat_interval_ms: long("broker.heartbeat.interval.ms", 1)?,
             replica_lag_time_max_ms: long("replica.lag.time.max.ms", 1)?,
             replica_fetch_wait_max_ms: long("replica.fetch.wait.max.ms", 0)?,

@@ -546,6 +546,7 @@ pub(super) static MESSAGES: &[Message] = &[
     m(36, "SaslAuthenticate",        range(0, 2),    Some(2),  &SASL_AUTHENTICATE_REQUEST),
     m(37, "CreatePartitions",        range(0, 3),    Some(2),  &CREATE_PARTITIONS_REQUEST),
     m(42, "DeleteGroups",            range(0, 2),    Some(2),  &DELETE_GROUPS_REQUEST),
+    m(43, "ElectLeaders",            range(0, 2),    Some(2),  &ELECT_LEADERS_REQUEST),
     m(44, "IncrementalAlterConfigs", range(0, 1),    Some(1),  &INCREMENTAL_ALTER_CONFIGS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
     m(50, "DescribeUserScramCredentials", range(0, 0), Some(0), &DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
@@ -1467,6 +1468,24 @@ static CREATE_ACLS_CREATION: Schema = Schema {
 static DELETE_ACLS_REQUEST: Schema = Schema {
     fields: &[
         f("filters", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_ACLS_REQUEST))),
+    ],
+    tagged: &[],
+};
+
+// ElectLeaders (api key 43): a null topic list means every partition.
+static ELECT_LEADERS_REQUEST: Schema = Schema {
+    fields: &[
+        f("election_type", since(1), Ty::Int8),
+        f("topic_partitions", ALL, Ty::NullableArray(&Ty::Struct(&ELECT_LEADERS_TOPIC))),
+        f("timeout_ms", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+static ELECT_LEADERS_TOPIC: Schema = Schema {
+    fields: &[
+        f("topic", ALL, Ty::String),
+        f("partitions", ALL, Ty::Array(&Ty::Int32)),
     ],
     tagged: &[],
 };

@@ -306,6 +306,9 @@ impl Sim {
                 producer_id_block_size: 100,
                 max_broker_partitions: 1000,
                 max_broker_partitions_note: None,
+                // Preferred-leader balancing often, so the checks see its elections too.
+                auto_leader_rebalance: true,
+                leader_imbalance_check_interval_ms: 1_000,
             },
             seed: self.seed ^ (id << 32) ^ self.now as u64,
         }

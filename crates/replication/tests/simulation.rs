@@ -3,7 +3,11 @@
 //! reordering, duplicating, partitionable network, crashes (losing unsynced records or not)
 //! and restarts, retention moving leaders' log starts (so lagging followers restart at the
 //! leader's log start), and producers sending acks=all and acks=1 writes. After every step it
-//! checks the invariants Kafka's protocol (with Moldau's durable-progress rule) promises:
+//! checks the invariants Kafka's protocol (with Moldau's durable-progress rule) promises.
+//! The model controller elects with the real controller's rule (`controller::election`,
+//! KIP-966 eligible leader replicas: the ISR may empty into the ELR, whose members lead
+//! again, even after a crash that lost their unsynced records, since a restart is handled
+//! as a fence):
 //!
 //! 1. Every record acknowledged to an acks=all producer is, at its offset, on every replica
 //!    that leads in the same or a later leader epoch, and in the committed prefix.
@@ -33,6 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use controller::election::{self, Election};
 use model::{ErrorCode, LeaderEpoch, NodeId, Offset};
 use replication::*;
 use storage::LeaderEpochCache;
@@ -202,6 +207,8 @@ struct Node {
 
 struct Controller {
     state: PartitionState,
+    /// KIP-966 eligible leader replicas.
+    elr: Vec<NodeId>,
     fenced: BTreeSet<NodeId>,
     last_hb: BTreeMap<NodeId, i64>,
     incarnation: BTreeMap<NodeId, u32>,
@@ -250,6 +257,7 @@ struct Stats {
     retention_moves: u64,
     unclean_elections: u64,
     truncations_below_hw: u64,
+    elr_elections: u64,
 }
 
 impl Stats {
@@ -263,6 +271,7 @@ impl Stats {
         self.retention_moves += o.retention_moves;
         self.unclean_elections += o.unclean_elections;
         self.truncations_below_hw += o.truncations_below_hw;
+        self.elr_elections += o.elr_elections;
     }
 }
 
@@ -319,6 +328,7 @@ impl Sim {
             nodes,
             ctl: Controller {
                 state,
+                elr: Vec::new(),
                 fenced: BTreeSet::new(),
                 last_hb: replicas.iter().map(|&r| (r, 0)).collect(),
                 incarnation: replicas.iter().map(|&r| (r, 1)).collect(),
@@ -379,58 +389,72 @@ impl Sim {
         }
     }
 
-    fn elect(&mut self) {
-        let s = &mut self.ctl.state;
-        let candidates: Vec<NodeId> = s
-            .isr
-            .iter()
-            .copied()
-            .filter(|r| !self.ctl.fenced.contains(r))
-            .collect();
-        // Clean: only ISR members, else no leader; unclean: then any unfenced replica, whose
-        // log becomes the partition's (the ISR is just it).
-        let pick = if !candidates.is_empty() {
-            Some(candidates[self.rng.below(candidates.len() as u64) as usize])
-        } else if self.unclean {
-            let any: Vec<NodeId> = s
-                .replicas
-                .iter()
-                .copied()
-                .filter(|r| !self.ctl.fenced.contains(r))
-                .collect();
-            let pick = (!any.is_empty()).then(|| any[self.rng.below(any.len() as u64) as usize]);
-            if let Some(r) = pick {
-                s.isr = vec![r];
-                self.stats.unclean_elections += 1;
-            }
-            pick
+    /// A partition change by the controller's own rule (`controller::election::change`:
+    /// Kafka's PartitionChangeBuilder with KIP-966 eligible leader replicas): `target_isr`
+    /// in, ELR and leader out, epochs bumped as the controller does. The replica order it
+    /// elects in is rotated at random, so every member gets to lead.
+    fn change(&mut self, target_isr: Vec<NodeId>, acceptable: impl Fn(NodeId) -> bool) {
+        let s = &self.ctl.state;
+        let mut order = s.replicas.clone();
+        let k = self.rng.below(order.len() as u64) as usize;
+        order.rotate_left(k);
+        let mut prev = metadata::PartitionRegistration::new(order, s.leader.unwrap_or(-1));
+        prev.isr = s.isr.clone();
+        prev.elr = self.ctl.elr.clone();
+        let kind = if self.unclean {
+            Election::Unclean
         } else {
-            None
+            Election::Online
         };
-        s.leader = pick;
-        s.leader_epoch += 1;
-        self.stats.leader_epochs += 1;
+        let c = election::change(
+            &prev,
+            target_isr,
+            self.config.min_insync_replicas,
+            acceptable,
+            kind,
+        );
+        c.next.check().unwrap();
+        let leader = (c.next.leader >= 0).then_some(c.next.leader);
+        let s = &mut self.ctl.state;
+        if c.next.isr == s.isr && c.next.elr == self.ctl.elr && leader == s.leader {
+            return;
+        }
+        if c.unclean {
+            self.stats.unclean_elections += 1;
+        }
+        if leader.is_some_and(|l| self.ctl.elr.contains(&l)) {
+            self.stats.elr_elections += 1;
+        }
+        if leader != s.leader {
+            s.leader_epoch += 1;
+            self.stats.leader_epochs += 1;
+        }
         s.partition_epoch += 1;
+        s.leader = leader;
+        s.isr = c.next.isr;
+        self.ctl.elr = c.next.elr;
+        let (st, elr) = (self.ctl.state.clone(), self.ctl.elr.clone());
+        self.log(|| format!("controller: {st:?} elr {elr:?}"));
     }
 
     fn fence(&mut self, b: NodeId) {
         self.log(|| format!("controller fences {b}"));
         self.ctl.fenced.insert(b);
-        let s = &mut self.ctl.state;
-        if s.isr.len() > 1 && s.isr.contains(&b) {
-            s.isr.retain(|&r| r != b);
-            s.partition_epoch += 1;
-        }
-        if s.leader == Some(b) {
-            self.elect();
+        let s = &self.ctl.state;
+        if s.isr.contains(&b) || s.leader == Some(b) {
+            let target = s.isr.iter().copied().filter(|&r| r != b).collect();
+            let fenced = self.ctl.fenced.clone();
+            self.change(target, |r| !fenced.contains(&r));
         }
         self.push_metadata();
     }
 
     fn unfence(&mut self, b: NodeId) {
         self.ctl.fenced.remove(&b);
-        if self.ctl.state.leader.is_none() && (self.ctl.state.isr.contains(&b) || self.unclean) {
-            self.elect();
+        if self.ctl.state.leader.is_none() {
+            let target = self.ctl.state.isr.clone();
+            let fenced = self.ctl.fenced.clone();
+            self.change(target, |r| !fenced.contains(&r));
         }
         self.push_metadata();
     }
@@ -488,10 +512,10 @@ impl Sim {
         } else if !req.new_isr.contains(&req.broker_id) {
             Err(ErrorCode::InvalidRequest)
         } else {
-            let s = &mut self.ctl.state;
-            s.isr = req.new_isr.clone();
-            s.partition_epoch += 1;
-            Ok(s.clone())
+            let leader = req.broker_id;
+            let fenced = self.ctl.fenced.clone();
+            self.change(req.new_isr.clone(), |r| r == leader || !fenced.contains(&r));
+            Ok(self.ctl.state.clone())
         };
         self.log(|| format!("controller AlterPartition from {from} {req:?} -> {result:?}"));
         let req = req.clone();
@@ -1199,6 +1223,10 @@ fn replication_keeps_every_acknowledged_record() {
         assert!(
             stats.crashes_losing_unsynced > 0 && stats.network_cuts > 0,
             "{stats:?}"
+        );
+        assert!(
+            stats.elr_elections > 0,
+            "no leader came from the ELR: {stats:?}"
         );
     }
 }

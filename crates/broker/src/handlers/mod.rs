@@ -4,6 +4,7 @@
 pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod configs;
+pub(crate) mod elections;
 mod fetch;
 mod metadata;
 mod offsets;
@@ -319,6 +320,13 @@ pub fn dispatch(
                         r
                     }));
                 }
+            })
+        }
+        RequestKind::ElectLeaders(r) => {
+            let v = ctx.version;
+            via_controller(state, ctx.clone(), client, r, move |s, r| async move {
+                let (resp, offset) = elections::elect_leaders(s, r, v).await;
+                (ResponseKind::ElectLeaders(resp), offset)
             })
         }
         RequestKind::CreatePartitions(mut r) => {
@@ -1154,4 +1162,12 @@ fn authorization_message(e: ErrorCode) -> &'static str {
         ErrorCode::TransactionalIdAuthorizationFailed => "Transactional Id authorization failed.",
         _ => "Cluster authorization failed.",
     }
+}
+
+/// The ElectLeaders answer when the authorizer denies it (ALTER on the cluster).
+pub fn elect_leaders_denied(
+    req: &protocol::messages::ElectLeadersRequest,
+    e: ErrorCode,
+) -> protocol::messages::ElectLeadersResponse {
+    elections::error_response(req, e)
 }

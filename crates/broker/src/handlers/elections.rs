@@ -1,0 +1,103 @@
+//! ElectLeaders (API 43): PREFERRED and UNCLEAN leader elections asked by an administrator
+//! (`kafka-leader-election`, `Admin.electLeaders`), decided by the active controller
+//! (`controller::election`), as Kafka's `ReplicationControlManager.electLeaders` does.
+//! Authorization (ALTER on the cluster) is the request-level gate's (`authz::gate`).
+
+use super::{code, str_bytes};
+use crate::state::BrokerState;
+use controller::{ControllerError, Election, Reply, Request};
+use model::ErrorCode;
+use protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+use std::sync::Arc;
+
+/// Kafka's response to a request refused as a whole (`ElectLeadersRequest.getErrorResponse`):
+/// the error at the top (v1+) and on every partition named.
+pub fn error_response(req: &ElectLeadersRequest, error: ErrorCode) -> ElectLeadersResponse {
+    let results = req
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            PartitionResult::default()
+                                .with_partition_id(p)
+                                .with_error_code(code(error))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(code(error))
+        .with_replica_election_results(results)
+}
+
+/// Runs the elections on the active controller; returns the response and the metadata offset
+/// the changes committed at.
+pub async fn elect_leaders(
+    state: Arc<BrokerState>,
+    req: ElectLeadersRequest,
+    version: i16,
+) -> (ElectLeadersResponse, i64) {
+    // v0 has no election type: PREFERRED. Kafka refuses an unknown type as a whole.
+    let election = match (version, req.election_type) {
+        (0, _) | (_, 0) => Election::Preferred,
+        (_, 1) => Election::Unclean,
+        _ => return (error_response(&req, ErrorCode::InvalidRequest), -1),
+    };
+    if req.timeout_ms <= 0 {
+        return (error_response(&req, ErrorCode::RequestTimedOut), -1);
+    }
+    let partitions = req.topic_partitions.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.topic.0.to_string(), t.partitions.clone()))
+            .collect()
+    });
+    let answer = state
+        .controller
+        .submit(Request::ElectLeaders {
+            election,
+            partitions,
+        })
+        .await;
+    let results = match answer.result {
+        Ok(Reply::ElectLeaders(r)) => r,
+        Ok(other) => {
+            tracing::error!(?other, "unexpected controller reply to ElectLeaders");
+            return (
+                error_response(&req, ErrorCode::UnknownServerError),
+                answer.offset,
+            );
+        }
+        Err(e) => return (error_response(&req, e.code), answer.offset),
+    };
+    let results = results
+        .into_iter()
+        .map(|(topic, parts)| {
+            ReplicaElectionResult::default()
+                .with_topic(protocol::messages::TopicName(str_bytes(topic)))
+                .with_partition_result(parts.into_iter().map(partition_result).collect())
+        })
+        .collect();
+    (
+        ElectLeadersResponse::default().with_replica_election_results(results),
+        answer.offset,
+    )
+}
+
+fn partition_result((id, r): (i32, Result<(), ControllerError>)) -> PartitionResult {
+    let p = PartitionResult::default().with_partition_id(id);
+    match r {
+        Ok(()) => p,
+        Err(e) => p
+            .with_error_code(code(e.code))
+            .with_error_message((!e.message.is_empty()).then(|| str_bytes(e.message))),
+    }
+}

@@ -424,6 +424,7 @@ fn forwardable(api: protocol::ApiKey) -> bool {
             | A::AlterUserScramCredentials
             | A::CreateAcls
             | A::DeleteAcls
+            | A::ElectLeaders
     )
 }
 

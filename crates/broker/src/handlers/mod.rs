@@ -323,11 +323,42 @@ pub fn dispatch(
             })
         }
         RequestKind::ElectLeaders(r) => {
-            let v = ctx.version;
-            via_controller(state, ctx.clone(), client, r, move |s, r| async move {
-                let (resp, offset) = elections::elect_leaders(s, r, v).await;
-                (ResponseKind::ElectLeaders(resp), offset)
-            })
+            // The admin client does not retry ElectLeaders' top-level NOT_CONTROLLER, and
+            // Kafka's forwarding waits for a reachable controller until the request's timeout:
+            // so does this (a controller election after a restart takes a moment).
+            let state = state.clone();
+            let ctx = ctx.clone();
+            Reply::Later(Box::pin(async move {
+                let wait = u64::try_from(r.timeout_ms.clamp(0, 60_000)).unwrap_or(0);
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait);
+                loop {
+                    if !state.is_active_controller() {
+                        let forwarded = state
+                            .controller
+                            .forward(
+                                ctx.api as i16,
+                                ctx.version,
+                                ctx.correlation_id,
+                                &client.0,
+                                &r,
+                                ctx.access.who(),
+                            )
+                            .await;
+                        if let Some((frame, offset)) = forwarded {
+                            state.wait_applied(offset).await;
+                            return Some(frame);
+                        }
+                    }
+                    let (resp, offset) =
+                        elections::elect_leaders(state.clone(), r.clone(), ctx.version).await;
+                    let not_controller = resp.error_code == ErrorCode::NotController.code();
+                    if !not_controller || tokio::time::Instant::now() >= deadline {
+                        state.wait_applied(offset).await;
+                        return ctx.encode(ResponseKind::ElectLeaders(resp));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }))
         }
         RequestKind::CreatePartitions(mut r) => {
             let denied = take_denied(&mut r.topics, |t| {

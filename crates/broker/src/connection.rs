@@ -403,6 +403,27 @@ async fn write_chunks<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Awaits a delayed reply. When it is not ready at once, the answers already buffered are
+/// written out first: buffered answers are otherwise flushed only when the queue is empty, so
+/// behind a reply that waits (acks=all for the high watermark, a long-poll fetch) the earlier
+/// answers of a pipelining client sat unsent until every queued reply was done — a producer
+/// with many requests in flight got no acks=all answer until its whole burst was replicated.
+async fn flush_unless_ready<T, W: AsyncWrite + Unpin>(
+    mut fut: std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>,
+    out: &mut BufWriter<W>,
+) -> std::io::Result<T> {
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await;
+    match first {
+        std::task::Poll::Ready(v) => Ok(v),
+        std::task::Poll::Pending => {
+            if !out.buffer().is_empty() {
+                out.flush().await?;
+            }
+            Ok(fut.await)
+        }
+    }
+}
+
 async fn write_replies<W: AsyncWrite + Unpin>(
     write_half: W,
     mut rx: mpsc::Receiver<(Reply, Option<RequestTimer>)>,
@@ -416,8 +437,14 @@ async fn write_replies<W: AsyncWrite + Unpin>(
         let chunks: Option<(Vec<Bytes>, bool)> = match reply {
             Reply::Ready(b) => Some((vec![b], true)),
             Reply::Chunks(c) => Some((c, true)),
-            Reply::Later(fut) => fut.await.map(|b| (vec![b], false)),
-            Reply::LaterChunks(fut) => fut.await.map(|c| (c, false)),
+            Reply::Later(fut) => match flush_unless_ready(fut, &mut out).await {
+                Ok(b) => b.map(|b| (vec![b], false)),
+                Err(_) => return,
+            },
+            Reply::LaterChunks(fut) => match flush_unless_ready(fut, &mut out).await {
+                Ok(c) => c.map(|c| (c, false)),
+                Err(_) => return,
+            },
             // The reader unwraps `Serial` before queueing; nothing to write for these.
             Reply::None | Reply::Close | Reply::Serial { .. } => None,
         };
@@ -446,4 +473,52 @@ async fn write_replies<W: AsyncWrite + Unpin>(
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A pipelining client's first answer reaches it while a later reply still waits (an
+    /// acks=all produce waiting for the high watermark): it was held in the write buffer
+    /// until the queue drained.
+    #[tokio::test]
+    async fn an_answer_is_not_held_back_by_a_later_reply_that_waits() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = mpsc::channel(8);
+        let writer = tokio::spawn(write_replies(
+            server,
+            rx,
+            Arc::new(ResponseBytes::default()),
+        ));
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let later: std::pin::Pin<Box<dyn std::future::Future<Output = Option<Bytes>> + Send>> =
+            Box::pin(async move { wait.await.ok().map(|()| Bytes::from_static(b"second")) });
+        tx.send((Reply::Ready(Bytes::from_static(b"first")), None))
+            .await
+            .unwrap();
+        tx.send((Reply::Later(later), None)).await.unwrap();
+        // A third reply queued behind them keeps the queue from looking empty.
+        tx.send((Reply::Ready(Bytes::from_static(b"third")), None))
+            .await
+            .unwrap();
+        let mut first = [0u8; 5];
+        // Without the flush this read never completes (the guard turns a hang into a failure).
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            client.read_exact(&mut first),
+        )
+        .await
+        .expect("the first answer was held back behind the waiting reply")
+        .unwrap();
+        assert_eq!(&first, b"first");
+        release.send(()).unwrap();
+        drop(tx);
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"secondthird");
+        writer.await.unwrap();
+    }
 }

@@ -234,6 +234,22 @@ class Workload:
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
 
+def wait_for(what: str, cond, timeout: float = 60.0, every: float = 0.2):
+    """Polls `cond` until it returns something truthy and returns that; an exception counts as
+    "not yet" (metadata calls fail while nodes come and go, or while the quorum elects)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - retriable while nodes come and go
+            last = e
+        time.sleep(every)
+    raise CheckFailed(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
                  config: dict[str, str] | None = None, timeout: float = 60.0) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})

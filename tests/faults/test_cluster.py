@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections import Counter
 
+from checker import wait_for
 from cluster import api_versions_ok
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka import KafkaError, KafkaException
@@ -29,22 +30,6 @@ SETTINGS = {"broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 2
 
 def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def wait_for(what: str, fn, timeout: float = 60.0, every: float = 0.1):
-    """Polls `fn` until it returns something truthy; errors count as not yet (elections)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = fn()
-            if value:
-                return value
-            last = value
-        except Exception as e:  # noqa: BLE001 - retriable while the quorum elects
-            last = e
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 def brokers_seen_by(address: str) -> list[int]:

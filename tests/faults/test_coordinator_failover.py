@@ -25,7 +25,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from checker import CheckFailed, create_topic
+from checker import create_topic, wait_for
 
 COMPAT = Path(__file__).resolve().parent.parent / "compat"
 
@@ -49,20 +49,6 @@ DEADLINE_S = 90.0
 
 def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_for(what: str, cond, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-            if last:
-                return last
-        except Exception as e:  # metadata calls fail while nodes come and go
-            last = e
-        time.sleep(0.2)
-    raise CheckFailed(f"timed out waiting for {what} (last: {last!r})")
 
 
 def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:

@@ -15,7 +15,7 @@ import time
 
 from confluent_kafka.admin import AdminClient
 
-from checker import CheckFailed, Workload, check, create_topic, read_back
+from checker import Workload, check, create_topic, read_back, wait_for
 
 PARTITIONS = 3
 # Fast failure detection for tests: a dead broker is fenced (and loses its leaderships)
@@ -36,20 +36,6 @@ def metadata(bootstrap: str, topic: str, timeout: float = 10.0):
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """partition -> leader node id, as the cluster's metadata says now."""
     return {p: m.leader for p, m in metadata(bootstrap, topic).items()}
-
-
-def wait_for(what: str, cond, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-            if last:
-                return last
-        except Exception as e:  # metadata calls fail while nodes come and go
-            last = e
-        time.sleep(0.2)
-    raise CheckFailed(f"timed out waiting for {what} (last: {last!r})")
 
 
 def finish(cluster, workload: Workload, topic: str) -> dict:

@@ -238,15 +238,19 @@ pub async fn delete_topics(
     for t in &targets {
         *counts.entry(t.clone()).or_default() += 1;
     }
-    // Kafka answers a repeated topic once (an expired request: every entry), entries naming
-    // nothing each.
+    // Kafka answers a repeated topic once, entries naming nothing each, and sends the rest
+    // to its controller. With its timeout already over (timeout_ms <= 0) that call fails and
+    // every entry, repeated ones too, gets REQUEST_TIMED_OUT; when nothing is left for the
+    // controller (only repeats and empty entries) there is no call to time out.
+    let for_controller = |(name, id): &(Option<String>, uuid::Uuid)| {
+        !(name.is_none() && id.is_nil()) && counts.get(&(name.clone(), *id)).copied() == Some(1)
+    };
+    let expired = req.timeout_ms <= 0 && targets.iter().any(for_controller);
     let mut answered = std::collections::HashSet::new();
     let targets: Vec<_> = targets
         .into_iter()
         .filter(|(name, id)| {
-            req.timeout_ms <= 0
-                || (name.is_none() && id.is_nil())
-                || answered.insert((name.clone(), *id))
+            expired || (name.is_none() && id.is_nil()) || answered.insert((name.clone(), *id))
         })
         .collect();
     // Per entry: an immediate error (Kafka's controller checks these first), or its index in
@@ -259,7 +263,7 @@ pub async fn delete_topics(
                 ErrorCode::InvalidRequest,
                 "Neither topic name nor id were specified.",
             ))
-        } else if req.timeout_ms <= 0 {
+        } else if expired {
             // The timeout already over: REQUEST_TIMED_OUT for every entry, nothing deleted.
             Some((ErrorCode::RequestTimedOut, "The request timed out."))
         } else if counts.get(&(name.clone(), *id)).copied().unwrap_or(0) > 1 {

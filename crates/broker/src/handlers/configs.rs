@@ -499,10 +499,11 @@ async fn alter(
 /// is not a list.
 fn appends_to_non_list(
     configs: &[protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    kind: impl Fn(&str) -> Option<ConfigType>,
 ) -> bool {
     configs.iter().any(|c| {
         (c.config_operation == APPEND || c.config_operation == SUBTRACT)
-            && model::config::topic_config_def(&c.name).map(|d| d.kind) != Some(ConfigType::List)
+            && kind(&c.name) != Some(ConfigType::List)
     })
 }
 
@@ -794,10 +795,7 @@ pub async fn incremental_alter_configs(
                 res.configs
                     .iter()
                     .filter(|c| ops_known && c.config_operation != DELETE)
-                    .map(|c| {
-                        let set = c.config_operation == SET;
-                        (c.name.as_str(), c.value.as_deref().filter(|_| set))
-                    }),
+                    .map(|c| (c.name.as_str(), c.value.as_deref())),
             );
             // Kafka refuses every copy of a resource named twice, and changes none of them.
             if seen.get(&(res.resource_type, name.as_str())) > Some(&1) {
@@ -812,7 +810,8 @@ pub async fn incremental_alter_configs(
                 // then APPEND / SUBTRACT on keys that are not lists (known or not); then the
                 // resource name, then the config names and values, then the topic itself.
                 TOPIC => {
-                    if !ops_known || appends_to_non_list(&res.configs) {
+                    let kind = |k: &str| model::config::topic_config_def(k).map(|d| d.kind);
+                    if !ops_known || appends_to_non_list(&res.configs, kind) {
                         incremental_changes(
                             &res.configs,
                             |_| None,
@@ -838,10 +837,14 @@ pub async fn incremental_alter_configs(
                     }
                 }
                 GROUP if name.is_empty() => {
+                    let kind = |k: &str| group_config::group_config_def(k).map(|d| d.def.kind);
+                    if !ops_known || appends_to_non_list(&res.configs, kind) {
+                        incremental_changes(&res.configs, |_| None, kind, false)?;
+                    }
                     return Err((
                         ErrorCode::InvalidRequest,
                         "Group name must not be empty".into(),
-                    ))
+                    ));
                 }
                 GROUP => {
                     let empty = BTreeMap::new();

@@ -85,6 +85,12 @@ pub fn list_offsets(
                     {
                         return r.with_error_code(code(ErrorCode::UnsupportedVersion));
                     }
+                    // A negative spec Kafka does not know: it answers as for a spec newer
+                    // than the request's version, before it looks the partition up (an
+                    // unknown topic or partition gets UNSUPPORTED_VERSION too).
+                    if p.timestamp < EARLIEST_PENDING_UPLOAD {
+                        return r.with_error_code(code(ErrorCode::UnsupportedVersion));
+                    }
                     let partition = match state.leader_partition(&t.name.0, p.partition_index) {
                         Ok(p) => p,
                         Err(e) => return r.with_error_code(code(e)),

@@ -313,6 +313,11 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::AllocateProducerIds => (Some(0), &ALLOCATE_PRODUCER_IDS),
         ApiKey::AlterPartition => (Some(0), &ALTER_PARTITION),
         ApiKey::Envelope => (Some(0), &ENVELOPE),
+        ApiKey::CreateAcls => (Some(2), &CREATE_ACLS),
+        ApiKey::DescribeAcls => (Some(2), &DESCRIBE_ACLS),
+        ApiKey::DeleteAcls => (Some(2), &DELETE_ACLS),
+        ApiKey::AlterUserScramCredentials => (Some(0), &ALTER_USER_SCRAM),
+        ApiKey::DescribeUserScramCredentials => (Some(0), &DESCRIBE_USER_SCRAM),
         _ => return None,
     })
 }
@@ -767,6 +772,49 @@ static PRODUCERS_PARTITION: S = s(&[
 static PRODUCERS_TOPIC: S = s(&[F(ALL, Str), F(ALL, Array(&PRODUCERS_PARTITION))]);
 static DESCRIBE_PRODUCERS: S = s(&[F(ALL, I32), F(ALL, Array(&PRODUCERS_TOPIC))]);
 static MARKER_RESULT: S = s(&[F(ALL, I64), F(ALL, Array(&TXN_TOPIC_RESULT))]);
+static ERROR_AND_MESSAGE: S = s(&[F(ALL, I16), F(ALL, Str)]);
+static CREATE_ACLS: S = s(&[F(ALL, I32), F(ALL, Array(&ERROR_AND_MESSAGE))]);
+static ACL_DESCRIPTION: S = s(&[F(ALL, Str), F(ALL, Str), F(ALL, I8), F(ALL, I8)]);
+static ACL_RESOURCE: S = s(&[
+    F(ALL, I8),
+    F(ALL, Str),
+    F(from(1), I8),
+    F(ALL, Array(&ACL_DESCRIPTION)),
+]);
+static DESCRIBE_ACLS: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&ACL_RESOURCE)),
+]);
+static MATCHING_ACL: S = s(&[
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, I8),
+    F(ALL, Str),
+    F(from(1), I8),
+    F(ALL, Str),
+    F(ALL, Str),
+    F(ALL, I8),
+    F(ALL, I8),
+]);
+static DELETE_ACLS_FILTER_RESULT: S = s(&[F(ALL, I16), F(ALL, Str), F(ALL, Array(&MATCHING_ACL))]);
+static DELETE_ACLS: S = s(&[F(ALL, I32), F(ALL, Array(&DELETE_ACLS_FILTER_RESULT))]);
+static USER_RESULT: S = s(&[F(ALL, Str), F(ALL, I16), F(ALL, Str)]);
+static ALTER_USER_SCRAM: S = s(&[F(ALL, I32), F(ALL, Array(&USER_RESULT))]);
+static CREDENTIAL_INFO: S = s(&[F(ALL, I8), F(ALL, I32)]);
+static DESCRIBED_USER: S = s(&[
+    F(ALL, Str),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&CREDENTIAL_INFO)),
+]);
+static DESCRIBE_USER_SCRAM: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&DESCRIBED_USER)),
+]);
 static WRITE_TXN_MARKERS: S = s(&[F(ALL, Array(&MARKER_RESULT))]);
 
 #[cfg(test)]
@@ -940,6 +988,57 @@ mod tests {
         assert!(check_all::<TxnOffsetCommitRequest>(&c) > 0);
         assert!(mutate_all::<DescribeTransactionsRequest>(&d) > 0);
         let _ = AddPartitionsToTxnResult::default();
+    }
+
+    #[test]
+    fn acl_and_scram_responses_walk_exactly() {
+        let c = CreateAclsResponse::default().with_results(vec![
+            create_acls_response::AclCreationResult::default()
+                .with_error_code(31)
+                .with_error_message(Some(st("no"))),
+        ]);
+        assert!(check_all::<CreateAclsRequest>(&c) > 0);
+        let d = DescribeAclsResponse::default()
+            .with_error_message(Some(st("m")))
+            .with_resources(vec![describe_acls_response::DescribeAclsResource::default(
+            )
+            .with_resource_type(2)
+            .with_resource_name(st("t"))
+            .with_pattern_type(3)
+            .with_acls(vec![describe_acls_response::AclDescription::default()
+                .with_principal(st("User:a"))
+                .with_host(st("*"))
+                .with_operation(3)
+                .with_permission_type(3)])]);
+        assert!(check_all::<DescribeAclsRequest>(&d) > 0);
+        assert!(mutate_all::<DescribeAclsRequest>(&d) > 0);
+        let x = DeleteAclsResponse::default().with_filter_results(vec![
+            delete_acls_response::DeleteAclsFilterResult::default().with_matching_acls(vec![
+                delete_acls_response::DeleteAclsMatchingAcl::default()
+                    .with_resource_name(st("t"))
+                    .with_principal(st("User:a"))
+                    .with_host(st("*"))
+                    .with_pattern_type(4),
+            ]),
+        ]);
+        assert!(check_all::<DeleteAclsRequest>(&x) > 0);
+        let a = AlterUserScramCredentialsResponse::default().with_results(vec![
+            alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                .with_user(st("u"))
+                .with_error_message(Some(st("m"))),
+        ]);
+        assert!(check_all::<AlterUserScramCredentialsRequest>(&a) > 0);
+        let u = DescribeUserScramCredentialsResponse::default().with_results(vec![
+            describe_user_scram_credentials_response::DescribeUserScramCredentialsResult::default()
+                .with_user(st("u"))
+                .with_credential_infos(vec![
+                    describe_user_scram_credentials_response::CredentialInfo::default()
+                        .with_mechanism(1)
+                        .with_iterations(4096),
+                ]),
+        ]);
+        assert!(check_all::<DescribeUserScramCredentialsRequest>(&u) > 0);
+        assert!(mutate_all::<DescribeUserScramCredentialsRequest>(&u) > 0);
     }
 
     #[test]

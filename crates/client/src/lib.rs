@@ -78,6 +78,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+mod admin_security;
 mod admin_txn;
 mod cluster;
 mod conn;
@@ -97,6 +98,18 @@ pub use admin::{
     Admin, ConfigEntry, ConfigOp, GroupDescription, GroupListing, GroupMemberDescription, NewTopic,
     QuorumInfo, QuorumVoter, ResourceType,
 };
+pub use admin_security::{ScramUpsert, UserScramCredentials};
+pub use auth::ScramMechanism;
+
+/// The ACL vocabulary of [`Admin::create_acls`], [`Admin::describe_acls`] and
+/// [`Admin::delete_acls`] (Kafka's names and wire codes).
+pub mod acl {
+    pub use auth::acl::{
+        AccessControlEntry, AclBinding, AclBindingFilter, PatternFilter, ResourcePattern,
+        CLUSTER_NAME, WILDCARD,
+    };
+    pub use model::acl::{AclOperation, PatternType, PermissionType, ResourceType};
+}
 pub use admin_txn::{ProducerDescription, TransactionDescription, TransactionListing};
 pub use cluster::{BrokerInfo, Client, ClientConfig, ClusterInfo, PartitionInfo, TopicInfo};
 pub use consumer::{

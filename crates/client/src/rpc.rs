@@ -71,6 +71,12 @@ rpc!(DescribeProducersRequest => DescribeProducersResponse, DescribeProducers, 0
 rpc!(WriteTxnMarkersRequest => WriteTxnMarkersResponse, WriteTxnMarkers, 1, 1);
 rpc!(ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, ConsumerGroupHeartbeat, 0, 1);
 rpc!(ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0, 1);
+// ACLs and SCRAM users (v0 of the ACL APIs has no pattern type; Kafka 4 dropped it).
+rpc!(CreateAclsRequest => CreateAclsResponse, CreateAcls, 1, 3);
+rpc!(DescribeAclsRequest => DescribeAclsResponse, DescribeAcls, 1, 3);
+rpc!(DeleteAclsRequest => DeleteAclsResponse, DeleteAcls, 1, 3);
+rpc!(AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse, AlterUserScramCredentials, 0, 0);
+rpc!(DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, DescribeUserScramCredentials, 0, 0);
 // Cluster-internal requests (to a controller listener) and the quorum's description.
 rpc!(DescribeQuorumRequest => DescribeQuorumResponse, DescribeQuorum, 0, 2);
 rpc!(BrokerRegistrationRequest => BrokerRegistrationResponse, BrokerRegistration, 3, 4);

@@ -1310,17 +1310,19 @@ impl Controller {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<ScramUpsertion>,
     ) -> Vec<(String, Result<(), ControllerError>)> {
+        // As Kafka 4: a user named twice in one request (even for two mechanisms) is
+        // DUPLICATE_RESOURCE; tools alter one mechanism per request.
         let mut users: Vec<String> = Vec::new();
-        let mut seen: BTreeMap<(String, i8), usize> = BTreeMap::new();
-        for (name, m) in deletions
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for name in deletions
             .iter()
-            .map(|(n, m)| (n, *m))
-            .chain(upsertions.iter().map(|u| (&u.name, u.mechanism)))
+            .map(|(n, _)| n)
+            .chain(upsertions.iter().map(|u| &u.name))
         {
             if !users.contains(name) {
                 users.push(name.clone());
             }
-            *seen.entry((name.clone(), m)).or_default() += 1;
+            *seen.entry(name.clone()).or_default() += 1;
         }
         let mut results: BTreeMap<String, Result<(), ControllerError>> = BTreeMap::new();
         let fail = |results: &mut BTreeMap<String, Result<(), ControllerError>>,
@@ -1331,7 +1333,7 @@ impl Controller {
                 .entry(name.to_string())
                 .or_insert_with(|| Err(ControllerError::new(code, message)));
         };
-        for ((name, _), n) in &seen {
+        for (name, n) in &seen {
             if *n > 1 {
                 fail(
                     &mut results,

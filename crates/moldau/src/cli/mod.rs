@@ -1,6 +1,7 @@
-//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|txn|bench`), built
+//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|txn|acl|user|bench`), built
 //! only on the `client` crate so it works against any Kafka-compatible broker.
 
+mod acl;
 mod bench;
 mod cluster;
 mod cluster_start;
@@ -10,6 +11,7 @@ mod output;
 mod produce;
 mod topic;
 mod txn;
+mod user;
 
 use std::process::ExitCode;
 
@@ -139,6 +141,12 @@ pub enum Command {
     /// List, describe and abort transactions; show a partition's producers.
     #[command(subcommand)]
     Txn(txn::TxnCommand),
+    /// Add, list and remove ACLs (as kafka-acls.sh: --allow-principal, --operation, --topic...).
+    #[command(subcommand)]
+    Acl(acl::AclCommand),
+    /// Add, list and delete SCRAM users (SCRAM-SHA-256/512 credentials).
+    #[command(subcommand)]
+    User(user::UserCommand),
     /// Load generator: produce, consume or end-to-end throughput and latency.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -170,6 +178,8 @@ pub fn run(command: Command) -> ExitCode {
             Command::Group(c) => group::run(c).await,
             Command::Cluster(c) => cluster::run(c).await,
             Command::Txn(c) => txn::run(c).await,
+            Command::Acl(c) => acl::run(c).await,
+            Command::User(c) => user::run(c).await,
             Command::Bench(c) => bench::run(c).await,
         }
     });

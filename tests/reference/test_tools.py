@@ -691,3 +691,123 @@ def test_kafka_leader_election_on_three_nodes(kit_libs, moldau_bin, tmp_path):
     finally:
         problems = cluster.close()
     assert not problems, "\n".join(problems)
+
+
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+def test_kafka_reassign_partitions_on_three_nodes(kit_libs, moldau_bin, tmp_path):
+    """AlterPartitionReassignments / ListPartitionReassignments (APIs 45/46, KIP-455) on three
+    `moldau server` processes, with Kafka's own kafka-reassign-partitions (--execute, --verify,
+    --list, --cancel) and kafka-python's admin client. Partition 0 moves off its leader (node 1
+    → [3, 2]: node 3 copies the log, then leads); partition 1 grows to three replicas; the
+    records written before are all read back afterwards. A reassignment to a stopped broker stays
+    in progress (listed by both clients) until it is cancelled. Kafka's errors:
+    UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS."""
+    from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    Cluster = _faults_cluster_class()
+    cluster = Cluster(moldau_bin, tmp_path / "cluster", 3, {
+        "broker.session.timeout.ms": 3000,
+        "broker.heartbeat.interval.ms": 500,
+        "auto.leader.rebalance.enable": "false",
+    }).start()
+    kp = None
+    try:
+        b = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": b})
+        topic = name("tools-reassign")
+        admin.create_topics([NewTopic(topic, 2, replica_assignment=[[1, 2], [2, 1]])])[topic].result(60)
+
+        def parts(t=topic):
+            return admin.list_topics(t, timeout=10).topics[t].partitions
+
+        _wait("leaders", lambda: [parts()[p].leader for p in range(2)] == [1, 2])
+        producer = Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": True})
+        for i in range(300):
+            producer.produce(topic, value=f"r{i}".encode(), partition=i % 2)
+        assert producer.flush(60) == 0
+
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [3, 2]},
+            {"topic": topic, "partition": 1, "replicas": [2, 1, 3]},
+        ]}))
+        res = kafka_class(REASSIGN, "--bootstrap-server", b, "--execute",
+                          "--reassignment-json-file", str(plan)).check()
+        assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in res.stdout, res.stdout
+
+        def verified():
+            out = kafka_class(REASSIGN, "--bootstrap-server", b, "--verify",
+                              "--reassignment-json-file", str(plan)).check().stdout
+            return out if (f"Reassignment of partition {topic}-0 is completed" in out
+                           and f"Reassignment of partition {topic}-1 is completed" in out) else None
+        _wait("--verify says completed", verified, timeout=90)
+        p = parts()
+        assert (p[0].replicas, p[0].leader) == ([3, 2], 3), p[0]
+        assert p[1].replicas == [2, 1, 3] and sorted(p[1].isrs) == [1, 2, 3], p[1]
+        listed = kafka_class(REASSIGN, "--bootstrap-server", b, "--list").check()
+        assert "No partition reassignments found." in listed.stdout, listed.stdout
+
+        # Everything written before is there, read from the new leader of partition 0.
+        consumer = Consumer({"bootstrap.servers": b, "group.id": name("g"), "enable.auto.commit": False})
+        consumer.assign([CTP(topic, 0, 0), CTP(topic, 1, 0)])
+        seen: set[str] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 300 and time.monotonic() < deadline:
+            m = consumer.poll(1.0)
+            if m is not None and m.error() is None:
+                seen.add(m.value().decode())
+        consumer.close()
+        assert seen == {f"r{i}" for i in range(300)}, 300 - len(seen)
+
+        # A reassignment adding a stopped broker stays in progress until cancelled.
+        other = name("tools-reassign-cancel")
+        admin.create_topics([NewTopic(other, 1, replica_assignment=[[1, 2]])])[other].result(60)
+        _wait("leader", lambda: parts(other)[0].leader == 1)
+        cluster.sigterm(3)
+        stuck = tmp_path / "stuck.json"
+        stuck.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": other, "partition": 0, "replicas": [1, 3]}]}))
+        # (kafka-python starts it: the tool refuses a broker DescribeCluster does not list, and
+        # a fenced broker is not listed.)
+        kp = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=30000)
+        assert kp.alter_partition_reassignments({TopicPartition(other, 0): [1, 3]}) == {
+            TopicPartition(other, 0): None}
+        listed = kafka_class(REASSIGN, "--bootstrap-server", b, "--list").check()
+        assert f"{other}-0: replicas: 1,3,2. adding: 3. removing: 2." in listed.stdout, listed.stdout
+        assert kp.list_partition_reassignments() == {TopicPartition(other, 0): {
+            "replicas": [1, 3, 2], "adding_replicas": [3], "removing_replicas": [2]}}
+        # (--preserve-throttles: clearing them would need the stopped broker.)
+        res = kafka_class(REASSIGN, "--bootstrap-server", b, "--cancel", "--preserve-throttles",
+                          "--reassignment-json-file", str(stuck)).check()
+        assert f"Successfully cancelled partition reassignment for: {other}-0" in res.stdout, res.stdout
+        assert kp.list_partition_reassignments() == {}
+        assert parts(other)[0].replicas == [1, 2]
+
+        # kafka-python: errors, then a reassignment of its own.
+        from kafka import errors as kerr
+        errs = kp.alter_partition_reassignments({
+            TopicPartition(other, 0): None,
+            TopicPartition(other, 5): [1, 2],
+            TopicPartition(name("missing"), 0): [1, 2],
+        })
+        assert sorted((tp.partition, e) for tp, e in errs.items() if tp.topic == other) == [
+            (0, kerr.NoReassignmentInProgressError), (5, kerr.UnknownTopicOrPartitionError)], errs
+        assert [e for tp, e in errs.items() if tp.topic != other] == [kerr.UnknownTopicOrPartitionError]
+        cluster.restart(3)
+        for bad in ([2, 2], [2, 9]):
+            errs = kp.alter_partition_reassignments({TopicPartition(other, 0): bad})
+            assert errs == {TopicPartition(other, 0): kerr.InvalidReplicationAssignmentError}, (bad, errs)
+        assert kp.alter_partition_reassignments({TopicPartition(other, 0): [2, 3]}) == {TopicPartition(other, 0): None}
+        _wait("kafka-python's reassignment done",
+              lambda: parts(other)[0].replicas == [2, 3] and parts(other)[0].leader == 2, timeout=90)
+        assert kp.list_partition_reassignments({other: [0]}) == {}
+    finally:
+        if kp is not None:
+            kp.close()
+        problems = cluster.close()
+    assert not problems, "\n".join(problems)

@@ -179,7 +179,8 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::DescribeAcls(_) | K::DescribeUserScramCredentials(_) => cluster(Op::Describe),
         K::DescribeLogDirs(_) | K::DescribeQuorum(_) => cluster(Op::Describe),
         K::CreateAcls(_) | K::DeleteAcls(_) | K::AlterUserScramCredentials(_) => cluster(Op::Alter),
-        K::ElectLeaders(_) => cluster(Op::Alter),
+        K::ElectLeaders(_) | K::AlterPartitionReassignments(_) => cluster(Op::Alter),
+        K::ListPartitionReassignments(_) => cluster(Op::Describe),
         _ => None,
     }
 }
@@ -349,6 +350,17 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
             ),
         ),
         K::ElectLeaders(r) => R::ElectLeaders(crate::handlers::elect_leaders_denied(r, e)),
+        K::AlterPartitionReassignments(r) => {
+            R::AlterPartitionReassignments(crate::handlers::reassignments::alter_error_response(
+                r,
+                e,
+                Some(denied_message(e).to_string()),
+            ))
+        }
+        K::ListPartitionReassignments(_) => R::ListPartitionReassignments(
+            crate::handlers::reassignments::list_error_response(e)
+                .with_error_message(Some(denied_message(e))),
+        ),
         K::DeleteAcls(r) => R::DeleteAcls(
             DeleteAclsResponse::default().with_filter_results(
                 r.filters

@@ -407,6 +407,9 @@ async fn admin(
                 .await
                 .0,
         ),
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            handlers::reassignments::alter(state, r, version).await.0,
+        ),
         _ => return None,
     })
 }
@@ -425,6 +428,7 @@ fn forwardable(api: protocol::ApiKey) -> bool {
             | A::CreateAcls
             | A::DeleteAcls
             | A::ElectLeaders
+            | A::AlterPartitionReassignments
     )
 }
 
@@ -647,7 +651,8 @@ pub fn dispatch(
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
-        | RequestKind::ElectLeaders(_)) => Reply::Later(Box::pin(async move {
+        | RequestKind::ElectLeaders(_)
+        | RequestKind::AlterPartitionReassignments(_)) => Reply::Later(Box::pin(async move {
             // Sent here directly: a broker on its own behalf (internal topics, auto-creation).
             let resp = admin(state, body, v, Origin::Broker).await?;
             ctx.encode(resp)

@@ -429,8 +429,14 @@ impl BrokerState {
                         // committed (the image maps the name to another id).
                         self.drop_partition(existing, true);
                     } else if !mine {
-                        // Reassigned away by a committed change.
+                        // Reassigned away by a committed change. The replica learns it first:
+                        // acks=all produces still waiting on it are answered
+                        // NOT_LEADER_OR_FOLLOWER (the client retries on the new leader)
+                        // instead of never, which held back every later answer on their
+                        // connections until the client's request timeout.
+                        existing.apply_metadata(partition_state(reg));
                         self.drop_partition(existing, true);
+                        leadership_moved = true;
                         continue;
                     } else {
                         existing.update_config(config.clone());

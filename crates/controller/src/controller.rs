@@ -3,6 +3,7 @@
 use crate::election::{self, Election};
 use crate::placement::{self, Candidate, Load};
 use crate::policy;
+use crate::reassignment;
 use crate::ControllerError;
 use auth::acl::{AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern};
 use metadata::image::format_id;
@@ -210,6 +211,13 @@ pub enum Request {
         election: Election,
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// AlterPartitionReassignments (API 45, KIP-455): per topic, per partition, the target
+    /// replicas, or `None` to cancel the reassignment in progress.
+    AlterPartitionReassignments {
+        topics: Vec<(String, Vec<PartitionTarget>)>,
+        /// v1's `allow_replication_factor_change` (KIP-860; true in v0).
+        allow_replication_factor_change: bool,
+    },
 }
 
 /// A SCRAM credential to set: the broker derived the keys from the client's salted password
@@ -269,10 +277,20 @@ pub enum Reply {
     /// UNKNOWN_TOPIC_OR_PARTITION). For "every partition", partitions whose election was not
     /// needed are left out, as Kafka does.
     ElectLeaders(Vec<ElectionResults>),
+    /// Per topic, per partition (in request order): started, completed or cancelled, or
+    /// Kafka's error (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+    /// INVALID_REPLICATION_FACTOR, NO_REASSIGNMENT_IN_PROGRESS).
+    AlterPartitionReassignments(Vec<PartitionResults>),
 }
 
+/// A partition of AlterPartitionReassignments: (index, target replicas or `None` to cancel).
+pub type PartitionTarget = (i32, Option<Vec<NodeId>>);
+
+/// One topic's per-partition outcomes: (topic, [(partition, outcome)]).
+pub type PartitionResults = (String, Vec<(i32, Result<(), ControllerError>)>);
+
 /// One topic's ElectLeaders results: (topic, [(partition, outcome)]).
-pub type ElectionResults = (String, Vec<(i32, Result<(), ControllerError>)>);
+pub type ElectionResults = PartitionResults;
 
 /// Records to propose (already applied to the speculative image) and what to answer once they
 /// are committed. Empty `records`: nothing to commit, but the reply must still wait until
@@ -584,6 +602,30 @@ impl Controller {
                 election,
                 partitions,
             } => Reply::ElectLeaders(self.elect_leaders(&mut records, election, partitions)),
+            Request::AlterPartitionReassignments {
+                topics,
+                allow_replication_factor_change,
+            } => Reply::AlterPartitionReassignments(
+                topics
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let results = parts
+                            .into_iter()
+                            .map(|(i, target)| {
+                                let r = self.reassign(
+                                    &mut records,
+                                    &name,
+                                    i,
+                                    target,
+                                    allow_replication_factor_change,
+                                );
+                                (i, r)
+                            })
+                            .collect();
+                        (name, results)
+                    })
+                    .collect(),
+            ),
             Request::DeleteAcls(filters) => {
                 Reply::DeleteAcls(self.delete_acls(&mut records, filters))
             }
@@ -807,6 +849,122 @@ impl Controller {
         }
         let p = p.clone();
         self.change_partition(records, &topic, index as usize, &p, c.next);
+        Ok(())
+    }
+
+    /// One partition of AlterPartitionReassignments, as Kafka's
+    /// `ReplicationControlManager.alterPartitionReassignment` decides it (see
+    /// [`crate::reassignment`]): a target replica list starts (or replaces) a reassignment,
+    /// completing it at once when it adds no replica; `None` cancels the one in progress.
+    fn reassign(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        name: &str,
+        index: i32,
+        target: Option<Vec<NodeId>>,
+        allow_rf_change: bool,
+    ) -> Result<(), ControllerError> {
+        let Some(topic) = self.speculative.topic(name).cloned() else {
+            return Err(ControllerError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find a topic named {name}."),
+            ));
+        };
+        let Some(prev) = usize::try_from(index)
+            .ok()
+            .and_then(|i| topic.partitions.get(i))
+            .cloned()
+        else {
+            return Err(ControllerError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find partition {name}:{index}."),
+            ));
+        };
+        let min_isr = self.min_isr(&topic);
+        let mut working = prev.clone();
+        let election = match target {
+            None => {
+                if !reassignment::in_progress(&prev) {
+                    return Err(ControllerError::new(
+                        ErrorCode::NoReassignmentInProgress,
+                        format!("Unable to cancel the reassignment of {name}-{index}: there is no reassignment in progress."),
+                    ));
+                }
+                let (replicas, isr, unclean) = reassignment::revert(&prev);
+                if unclean && !self.unclean_allowed(&topic) {
+                    return Err(ControllerError::new(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!("Unable to revert the partition assignment of {name}-{index} because it would require an unclean leader election."),
+                    ));
+                }
+                working
+                    .elr
+                    .retain(|r| replicas.contains(r) && !isr.contains(r));
+                working.replicas = replicas;
+                working.isr = isr;
+                working.adding_replicas.clear();
+                working.removing_replicas.clear();
+                if unclean {
+                    Election::Unclean
+                } else {
+                    Election::Online
+                }
+            }
+            Some(target) => {
+                self.validate_reassignment(&target)?;
+                if !allow_rf_change {
+                    let current = prev.replicas.len() - prev.removing_replicas.len();
+                    if current != target.len() {
+                        return Err(ControllerError::new(
+                            ErrorCode::InvalidReplicationFactor,
+                            format!("The replication factor is changed from {current} to {} but allowReplicationFactorChange is false", target.len()),
+                        ));
+                    }
+                }
+                let r = reassignment::start(&prev.replicas, &prev.adding_replicas, &target);
+                working.replicas = r.replicas;
+                working.adding_replicas = r.adding;
+                working.removing_replicas = r.removing;
+                Election::Online
+            }
+        };
+        let target_isr = working.isr.clone();
+        let c = election::change(
+            &working,
+            target_isr,
+            min_isr,
+            |r| self.is_usable(r),
+            election,
+        );
+        if c.unclean {
+            tracing::warn!(topic = %name, partition = index, leader = c.next.leader, "unclean leader election (reassignment cancelled)");
+        }
+        tracing::info!(topic = %name, partition = index, replicas = ?c.next.replicas,
+            adding = ?c.next.adding_replicas, removing = ?c.next.removing_replicas,
+            leader = c.next.leader, "partition reassignment");
+        self.change_partition(records, &topic, index as usize, &prev, c.next);
+        Ok(())
+    }
+
+    /// Kafka's `validateManualPartitionAssignment` for a reassignment's target: not empty,
+    /// every broker registered, none twice.
+    fn validate_reassignment(&self, target: &[NodeId]) -> Result<(), ControllerError> {
+        let bad = |m: String| Err(ControllerError::new(ErrorCode::InvalidReplicaAssignment, m));
+        if target.is_empty() {
+            return bad("The manual partition assignment includes an empty replica list.".into());
+        }
+        let mut sorted = target.to_vec();
+        sorted.sort_unstable();
+        for (i, b) in sorted.iter().enumerate() {
+            if !self.speculative.brokers.contains_key(b) {
+                return bad(format!("The manual partition assignment includes broker {b}, but no such broker is registered."));
+            }
+            if i > 0 && sorted[i - 1] == *b {
+                return bad(format!(
+                    "The manual partition assignment includes the broker {b} more than once."
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -52,6 +52,23 @@ pub fn change(
     acceptable: impl Fn(NodeId) -> bool,
     election: Election,
 ) -> Change {
+    // A reassignment completes first (Kafka's `completeReassignmentIfNeeded`): the removed
+    // replicas leave the replica set, the ISR and the ELR, so a removed leader is replaced
+    // by the election below.
+    let completed;
+    let (prev, target_isr) = match crate::reassignment::completion(prev, &target_isr) {
+        Some((replicas, isr)) => {
+            let mut p = prev.clone();
+            p.isr.retain(|r| replicas.contains(r));
+            p.elr.retain(|r| replicas.contains(r));
+            p.replicas = replicas;
+            p.adding_replicas.clear();
+            p.removing_replicas.clear();
+            completed = p;
+            (&completed, isr)
+        }
+        None => (prev, target_isr),
+    };
     let min_isr = min_isr.max(1);
     let mut elr: Vec<NodeId> = if target_isr.len() >= min_isr {
         Vec::new()

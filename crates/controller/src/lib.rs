@@ -27,11 +27,12 @@ mod controller;
 pub mod election;
 pub mod placement;
 pub mod policy;
+pub mod reassignment;
 
 pub use controller::{
     acl_binding, acl_entry, ConfigChange, ConfigResource, Controller, ControllerConfig,
-    CreatedTopic, Decision, ElectionResults, HeartbeatReply, IsrChange, Origin, RegisterBroker,
-    Reply, Request, ScramUpsertion, TopicRef, TopicSpec,
+    CreatedTopic, Decision, ElectionResults, HeartbeatReply, IsrChange, Origin, PartitionResults,
+    RegisterBroker, Reply, Request, ScramUpsertion, TopicRef, TopicSpec,
 };
 pub use election::Election;
 

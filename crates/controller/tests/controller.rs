@@ -1180,3 +1180,165 @@ fn unclean_elect_leaders_brings_an_offline_partition_back() {
         (2, vec![2], vec![])
     );
 }
+
+/// AlterPartitionReassignments of one partition of `topic`: its outcome.
+fn reassign(h: &mut Harness, topic: &str, p: i32, target: Option<&[i32]>) -> Result<(), ErrorCode> {
+    let r = h.call(Request::AlterPartitionReassignments {
+        topics: vec![(topic.into(), vec![(p, target.map(<[i32]>::to_vec))])],
+        allow_replication_factor_change: true,
+    });
+    let Reply::AlterPartitionReassignments(mut r) = r else {
+        panic!("{r:?}")
+    };
+    r.remove(0).1.remove(0).1.map_err(|e| e.code)
+}
+
+/// Topic `name` with one partition on `replicas`, committed.
+fn create_assigned(h: &mut Harness, name: &str, replicas: Vec<i32>) {
+    let r = h.call(Request::CreateTopics {
+        topics: vec![TopicSpec {
+            name: name.into(),
+            partitions: 1,
+            replication_factor: -1,
+            assignment: vec![replicas],
+            configs: BTreeMap::new(),
+        }],
+        validate_only: false,
+        origin: Origin::Client,
+    });
+    assert!(
+        matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
+        "{r:?}"
+    );
+    h.commit_all();
+}
+
+fn part(h: &Harness, topic: &str) -> PartitionRegistration {
+    h.image.topic(topic).unwrap().partitions[0].clone()
+}
+
+#[test]
+fn a_reassignment_completes_once_the_adding_replicas_are_in_the_isr_and_moves_the_leader() {
+    let mut h = Harness::new(config());
+    let e: BTreeMap<i32, i64> = (1..=4).map(|id| (id, h.register(id, None))).collect();
+    create_assigned(&mut h, "t", vec![1, 2, 3]);
+    assert_eq!(part(&h, "t").leader, 1);
+
+    // [1,2,3] -> [2,3,4]: 4 joins as a follower; leader and ISR stay.
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[2, 3, 4])), Ok(()));
+    h.commit_all();
+    let p = part(&h, "t");
+    assert_eq!(
+        (
+            &p.replicas[..],
+            &p.adding_replicas[..],
+            &p.removing_replicas[..]
+        ),
+        (&[2, 3, 4, 1][..], &[4][..], &[1][..])
+    );
+    assert_eq!((p.leader, &p.isr[..]), (1, &[1, 2, 3][..]));
+
+    // The leader's AlterPartition brings 4 in: the reassignment completes, 1 leaves the
+    // replicas and the ISR, leadership moves to the first target replica in the ISR.
+    let isr = [(1, e[&1]), (2, e[&2]), (3, e[&3]), (4, e[&4])];
+    let after = outcome(alter(
+        &mut h,
+        (1, e[&1]),
+        "t",
+        0,
+        (p.leader_epoch, p.partition_epoch),
+        &isr,
+    ))
+    .unwrap();
+    h.commit_all();
+    let q = part(&h, "t");
+    assert_eq!(after, q);
+    assert_eq!(
+        (&q.replicas[..], &q.isr[..], q.leader),
+        (&[2, 3, 4][..], &[2, 3, 4][..], 2)
+    );
+    assert!(q.adding_replicas.is_empty() && q.removing_replicas.is_empty());
+    assert_eq!(q.leader_epoch, p.leader_epoch + 1);
+
+    // Only removals complete at once: [2,3,4] -> [3,4], the leader 2 goes.
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[3, 4])), Ok(()));
+    h.commit_all();
+    let q = part(&h, "t");
+    assert_eq!(
+        (&q.replicas[..], &q.isr[..], q.leader),
+        (&[3, 4][..], &[3, 4][..], 3)
+    );
+    assert!(q.adding_replicas.is_empty() && q.removing_replicas.is_empty());
+}
+
+#[test]
+fn a_reassignment_is_cancelled_and_refused_as_kafka_refuses_it() {
+    let mut h = Harness::new(config());
+    let _e: BTreeMap<i32, i64> = (1..=3).map(|id| (id, h.register(id, None))).collect();
+    create_assigned(&mut h, "t", vec![1, 2]);
+    let before = part(&h, "t");
+
+    // Refusals.
+    assert_eq!(
+        reassign(&mut h, "t", 0, None),
+        Err(ErrorCode::NoReassignmentInProgress)
+    );
+    assert_eq!(
+        reassign(&mut h, "t", 1, Some(&[1])),
+        Err(ErrorCode::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        reassign(&mut h, "nope", 0, Some(&[1])),
+        Err(ErrorCode::UnknownTopicOrPartition)
+    );
+    for bad in [&[][..], &[1, 1][..], &[1, 9][..]] {
+        assert_eq!(
+            reassign(&mut h, "t", 0, Some(bad)),
+            Err(ErrorCode::InvalidReplicaAssignment),
+            "{bad:?}"
+        );
+    }
+    let r = h.call(Request::AlterPartitionReassignments {
+        topics: vec![("t".into(), vec![(0, Some(vec![1, 2, 3]))])],
+        allow_replication_factor_change: false,
+    });
+    let Reply::AlterPartitionReassignments(r) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        r[0].1[0].1.as_ref().unwrap_err().code,
+        ErrorCode::InvalidReplicationFactor
+    );
+    h.commit_all();
+    assert_eq!(part(&h, "t"), before);
+
+    // [1,2] -> [1,3] is in progress (3 not in the ISR); the same target again changes nothing.
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[1, 3])), Ok(()));
+    h.commit_all();
+    let p = part(&h, "t");
+    assert_eq!(
+        (
+            &p.replicas[..],
+            &p.adding_replicas[..],
+            &p.removing_replicas[..]
+        ),
+        (&[1, 3, 2][..], &[3][..], &[2][..])
+    );
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[1, 3])), Ok(()));
+    h.commit_all();
+    assert_eq!(part(&h, "t"), p);
+
+    // Cancelled: back to [1,2], nothing in progress.
+    assert_eq!(reassign(&mut h, "t", 0, None), Ok(()));
+    h.commit_all();
+    let q = part(&h, "t");
+    assert_eq!(
+        (&q.replicas[..], &q.isr[..], q.leader),
+        (&[1, 2][..], &[1, 2][..], 1)
+    );
+    assert!(q.adding_replicas.is_empty() && q.removing_replicas.is_empty());
+    assert_eq!(
+        reassign(&mut h, "t", 0, None),
+        Err(ErrorCode::NoReassignmentInProgress)
+    );
+}

@@ -548,6 +548,8 @@ pub(super) static MESSAGES: &[Message] = &[
     m(42, "DeleteGroups",            range(0, 2),    Some(2),  &DELETE_GROUPS_REQUEST),
     m(43, "ElectLeaders",            range(0, 2),    Some(2),  &ELECT_LEADERS_REQUEST),
     m(44, "IncrementalAlterConfigs", range(0, 1),    Some(1),  &INCREMENTAL_ALTER_CONFIGS_REQUEST),
+    m(45, "AlterPartitionReassignments", range(0, 1), Some(0), &ALTER_PARTITION_REASSIGNMENTS_REQUEST),
+    m(46, "ListPartitionReassignments", range(0, 0), Some(0), &LIST_PARTITION_REASSIGNMENTS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
     m(50, "DescribeUserScramCredentials", range(0, 0), Some(0), &DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
     m(51, "AlterUserScramCredentials", range(0, 0), Some(0),  &ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
@@ -1486,6 +1488,49 @@ static ELECT_LEADERS_TOPIC: Schema = Schema {
     fields: &[
         f("topic", ALL, Ty::String),
         f("partitions", ALL, Ty::Array(&Ty::Int32)),
+    ],
+    tagged: &[],
+};
+
+// AlterPartitionReassignments (api key 45): a null replica list cancels.
+static ALTER_PARTITION_REASSIGNMENTS_REQUEST: Schema = Schema {
+    fields: &[
+        f("timeout_ms", ALL, Ty::Int32),
+        f("allow_replication_factor_change", since(1), Ty::Bool),
+        f("topics", ALL, Ty::Array(&Ty::Struct(&REASSIGNABLE_TOPIC))),
+    ],
+    tagged: &[],
+};
+
+static REASSIGNABLE_TOPIC: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("partitions", ALL, Ty::Array(&Ty::Struct(&REASSIGNABLE_PARTITION))),
+    ],
+    tagged: &[],
+};
+
+static REASSIGNABLE_PARTITION: Schema = Schema {
+    fields: &[
+        f("partition_index", ALL, Ty::Int32),
+        f("replicas", ALL, Ty::NullableArray(&Ty::Int32)),
+    ],
+    tagged: &[],
+};
+
+// ListPartitionReassignments (api key 46): a null topic list means every partition.
+static LIST_PARTITION_REASSIGNMENTS_REQUEST: Schema = Schema {
+    fields: &[
+        f("timeout_ms", ALL, Ty::Int32),
+        f("topics", ALL, Ty::NullableArray(&Ty::Struct(&LIST_REASSIGNMENTS_TOPIC))),
+    ],
+    tagged: &[],
+};
+
+static LIST_REASSIGNMENTS_TOPIC: Schema = Schema {
+    fields: &[
+        f("name", ALL, Ty::String),
+        f("partition_indexes", ALL, Ty::Array(&Ty::Int32)),
     ],
     tagged: &[],
 };

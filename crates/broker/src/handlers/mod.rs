@@ -9,6 +9,7 @@ mod fetch;
 mod metadata;
 mod offsets;
 mod produce;
+pub(crate) mod reassignments;
 mod scram;
 
 pub(crate) use scram::alter as alter_scram;
@@ -118,28 +119,75 @@ where
 {
     let state = state.clone();
     Reply::Later(Box::pin(async move {
-        if !state.is_active_controller() {
-            let (client_id, _) = &client;
-            let forwarded = state
-                .controller
-                .forward(
-                    ctx.api as i16,
-                    ctx.version,
-                    ctx.correlation_id,
-                    client_id,
-                    &req,
-                    ctx.access.who(),
-                )
-                .await;
-            if let Some((frame, offset)) = forwarded {
-                state.wait_applied(offset).await;
-                return Some(frame);
-            }
+        if let Some(frame) = forward(&state, &ctx, &client.0, &req).await {
+            return Some(frame);
         }
         // The active controller (or, with none reachable, NOT_CONTROLLER for each item).
         let (resp, offset) = local(state.clone(), req).await;
         state.wait_applied(offset).await;
         ctx.encode(resp)
+    }))
+}
+
+/// On a node that is not the active controller: the request forwarded to it in an Envelope,
+/// its answer once this node applied what it committed; `None` with no controller reachable.
+async fn forward<R: protocol::Encode>(
+    state: &BrokerState,
+    ctx: &Ctx,
+    client_id: &str,
+    req: &R,
+) -> Option<Bytes> {
+    if state.is_active_controller() {
+        return None;
+    }
+    let (frame, offset) = state
+        .controller
+        .forward(
+            ctx.api as i16,
+            ctx.version,
+            ctx.correlation_id,
+            client_id,
+            req,
+            ctx.access.who(),
+        )
+        .await?;
+    state.wait_applied(offset).await;
+    Some(frame)
+}
+
+/// Like [`via_controller`] for the admin requests whose top-level NOT_CONTROLLER the admin
+/// client does not retry (ElectLeaders, AlterPartitionReassignments): as Kafka's forwarding
+/// does, it waits for a reachable controller until the request's timeout (a controller
+/// election after a restart takes a moment). `local` answers (response, offset, whether it
+/// was NOT_CONTROLLER).
+fn via_controller_waiting<R, F, Fut>(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    client: (String, String),
+    req: R,
+    timeout_ms: i32,
+    local: F,
+) -> Reply
+where
+    R: protocol::Encode + Clone + Send + Sync + 'static,
+    F: Fn(Arc<BrokerState>, R) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = (ResponseKind, i64, bool)> + Send + 'static,
+{
+    let state = state.clone();
+    Reply::Later(Box::pin(async move {
+        let wait = u64::try_from(timeout_ms.clamp(0, 60_000)).unwrap_or(0);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait);
+        loop {
+            if let Some(frame) = forward(&state, &ctx, &client.0, &req).await {
+                return Some(frame);
+            }
+            let (resp, offset, not_controller) = local(state.clone(), req.clone()).await;
+            if !not_controller || tokio::time::Instant::now() >= deadline {
+                state.wait_applied(offset).await;
+                return ctx.encode(resp);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }))
 }
 
@@ -323,43 +371,28 @@ pub fn dispatch(
             })
         }
         RequestKind::ElectLeaders(r) => {
-            // The admin client does not retry ElectLeaders' top-level NOT_CONTROLLER, and
-            // Kafka's forwarding waits for a reachable controller until the request's timeout:
-            // so does this (a controller election after a restart takes a moment).
-            let state = state.clone();
-            let ctx = ctx.clone();
-            Reply::Later(Box::pin(async move {
-                let wait = u64::try_from(r.timeout_ms.clamp(0, 60_000)).unwrap_or(0);
-                let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait);
-                loop {
-                    if !state.is_active_controller() {
-                        let forwarded = state
-                            .controller
-                            .forward(
-                                ctx.api as i16,
-                                ctx.version,
-                                ctx.correlation_id,
-                                &client.0,
-                                &r,
-                                ctx.access.who(),
-                            )
-                            .await;
-                        if let Some((frame, offset)) = forwarded {
-                            state.wait_applied(offset).await;
-                            return Some(frame);
-                        }
-                    }
-                    let (resp, offset) =
-                        elections::elect_leaders(state.clone(), r.clone(), ctx.version).await;
-                    let not_controller = resp.error_code == ErrorCode::NotController.code();
-                    if !not_controller || tokio::time::Instant::now() >= deadline {
-                        state.wait_applied(offset).await;
-                        return ctx.encode(ResponseKind::ElectLeaders(resp));
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            }))
+            let (timeout, v) = (r.timeout_ms, ctx.version);
+            via_controller_waiting(state, ctx, client, r, timeout, move |s, r| async move {
+                let (resp, offset) = elections::elect_leaders(s, r, v).await;
+                let not_controller = resp.error_code == ErrorCode::NotController.code();
+                (ResponseKind::ElectLeaders(resp), offset, not_controller)
+            })
         }
+        RequestKind::AlterPartitionReassignments(r) => {
+            let (timeout, v) = (r.timeout_ms, ctx.version);
+            via_controller_waiting(state, ctx, client, r, timeout, move |s, r| async move {
+                let (resp, offset) = reassignments::alter(s, r, v).await;
+                let not_controller = resp.error_code == ErrorCode::NotController.code();
+                (
+                    ResponseKind::AlterPartitionReassignments(resp),
+                    offset,
+                    not_controller,
+                )
+            })
+        }
+        RequestKind::ListPartitionReassignments(r) => ctx.ready(
+            ResponseKind::ListPartitionReassignments(reassignments::list(state, &r)),
+        ),
         RequestKind::CreatePartitions(mut r) => {
             let denied = take_denied(&mut r.topics, |t| {
                 !ctx.access

@@ -50,7 +50,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     if ctx.version >= 7 && req.session_epoch > 0 {
         let resp =
             FetchResponse::default().with_error_code(code(ErrorCode::FetchSessionIdNotFound));
-        return match encode(ctx, resp) {
+        return match encode(state, ctx, resp) {
             Some(chunks) => Reply::Chunks(chunks),
             None => Reply::Close,
         };
@@ -112,7 +112,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     let (resp, bytes, errors, sent) = read(state, &plan);
     if req.max_wait_ms <= 0 || plan.min_bytes == 0 || bytes >= plan.min_bytes || errors {
         count_sent(&sent);
-        return match encode(ctx, resp) {
+        return match encode(state, ctx, resp) {
             Some(chunks) => Reply::Chunks(chunks),
             None => Reply::Later(Box::pin(async { None })),
         };
@@ -145,13 +145,14 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
         }
         let (resp, _, _, sent) = read(&state, &plan);
         count_sent(&sent);
-        encode(ctx, resp)
+        encode(&state, ctx, resp)
     }))
 }
 
 /// The response frame in chunks: record bytes from the log are chunks of their own.
-fn encode(ctx: Ctx, resp: FetchResponse) -> Option<Vec<bytes::Bytes>> {
+fn encode(state: &BrokerState, ctx: Ctx, mut resp: FetchResponse) -> Option<Vec<bytes::Bytes>> {
     crate::metrics::count_fetch_errors(ctx.api, &resp);
+    super::leader_hints::fetch(state, &ctx.listener, ctx.version, &mut resp);
     match protocol::encode_fetch_response(ctx.version, ctx.correlation_id, resp) {
         Ok(chunks) => Some(chunks),
         Err(e) => {

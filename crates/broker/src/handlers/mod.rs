@@ -6,6 +6,7 @@ pub(crate) mod admin;
 pub(crate) mod configs;
 pub(crate) mod elections;
 mod fetch;
+mod leader_hints;
 mod metadata;
 mod offsets;
 mod produce;

@@ -301,10 +301,12 @@ fn produce_with(
         }
         return Reply::None;
     }
-    let resp = ProduceResponse::default().with_responses(topics);
+    let mut resp = ProduceResponse::default().with_responses(topics);
     if waits.is_empty() {
+        super::leader_hints::produce(state, &ctx.listener, version, &mut resp);
         return ctx.ready(ResponseKind::Produce(resp));
     }
+    let state = state.clone();
     let waiting = crate::metrics::METRICS.delayed(crate::metrics::Delayed::Produce);
     // acks=all: each partition answers once its high watermark passed the batch, i.e. the
     // batch is on disk on every ISR member (or with the replica's error).
@@ -333,6 +335,7 @@ fn produce_with(
                 }
             }
         }
+        super::leader_hints::produce(&state, &ctx.listener, version, &mut resp);
         ctx.encode(ResponseKind::Produce(resp))
     }))
 }

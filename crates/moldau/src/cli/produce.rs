@@ -37,7 +37,8 @@ pub struct ProduceArgs {
     pub compression: String,
     #[arg(long, default_value_t = 5)]
     pub linger_ms: u64,
-    /// Print where each record was written.
+    /// Print where each record was written, as soon as it is acknowledged (with `--json`: one
+    /// object per record with its stdin `line` number).
     #[arg(long, short = 'v')]
     pub verbose: bool,
     #[command(flatten)]
@@ -124,33 +125,46 @@ pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("connect to {}", args.common.brokers))?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
+    let mut pending: VecDeque<(u64, DeliveryFuture)> = VecDeque::new();
     let mut produced = 0u64;
     let mut first_error: Option<String> = None;
     let mut failed = 0u64;
-    let mut report = |r: client::Result<client::RecordMetadata>| -> anyhow::Result<()> {
-        match r {
-            Ok(md) => {
-                produced += 1;
-                if args.common.json {
-                    print_json(&json!({"topic": &*md.topic, "partition": md.partition,
-                        "offset": md.offset, "timestamp": md.timestamp}))?;
-                } else if args.verbose {
-                    println!(
-                        "produced to {}-{} at offset {}",
-                        md.topic, md.partition, md.offset
-                    );
+    let mut report =
+        |(line, r): (u64, client::Result<client::RecordMetadata>)| -> anyhow::Result<()> {
+            match r {
+                Ok(md) => {
+                    produced += 1;
+                    if args.common.json {
+                        print_json(&json!({"topic": &*md.topic, "partition": md.partition,
+                        "offset": md.offset, "timestamp": md.timestamp, "line": line}))?;
+                    } else if args.verbose {
+                        println!(
+                            "produced to {}-{} at offset {}",
+                            md.topic, md.partition, md.offset
+                        );
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    first_error.get_or_insert_with(|| e.to_string());
                 }
             }
-            Err(e) => {
-                failed += 1;
-                first_error.get_or_insert_with(|| e.to_string());
-            }
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     let mut line_no = 0u64;
-    while let Some(line) = lines.next_line().await.context("read stdin")? {
+    // Each record is reported as soon as it (and every record before it) is acknowledged, so
+    // a long-running pipe shows its progress while stdin is still open.
+    loop {
+        let next = tokio::select! {
+            biased;
+            r = async { (&mut pending.front_mut().expect("not empty").1).await }, if !pending.is_empty() => {
+                let (line, _) = pending.pop_front().expect("not empty");
+                report((line, r))?;
+                continue;
+            }
+            next = lines.next_line() => next.context("read stdin")?,
+        };
+        let Some(line) = next else { break };
         line_no += 1;
         if args.format == "json" && line.trim().is_empty() {
             continue;
@@ -161,15 +175,15 @@ pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
             .enqueue(record)
             .await
             .with_context(|| format!("produce stdin line {line_no} to {}", args.topic))?;
-        pending.push_back(fut);
+        pending.push_back((line_no, fut));
         while pending.len() > 10_000 {
-            if let Some(f) = pending.pop_front() {
-                report(f.await)?;
+            if let Some((line, f)) = pending.pop_front() {
+                report((line, f.await))?;
             }
         }
     }
-    while let Some(f) = pending.pop_front() {
-        report(f.await)?;
+    while let Some((line, f)) = pending.pop_front() {
+        report((line, f.await))?;
     }
     producer.close().await.context("close producer")?;
     if failed > 0 {

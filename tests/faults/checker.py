@@ -14,11 +14,18 @@ error is an acknowledgement: (partition, offset) is then a promise. A delivery t
 2. no value appears twice (no duplicates: idempotence held across retries and failovers);
 3. per writer, sequence numbers increase in log order (order per partition);
 4. every record read was sent by the workload (no garbage);
-5. the log start is 0 (nothing was deleted under us).
+5. the log start is 0 (nothing was deleted under us) — unless the scenario lets retention
+   delete (`retention=True`): then an acknowledged record below its partition's log start
+   counts as deleted, and every one at or above it must still be in place.
+
+Two workloads feed the same history: `Workload` (confluent-kafka, librdkafka) and
+`NativeWorkload` (Moldau's own client: `moldau produce --json`, one process per writer).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -51,6 +58,8 @@ class History:
     fatal: list[str] = field(default_factory=list)
     # (monotonic time, acked count) samples, for liveness checks.
     ack_times: list[float] = field(default_factory=list)
+    # partition -> monotonic times of its acknowledgements (a stall of one partition).
+    partition_ack_times: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
 def parse_value(v: bytes) -> tuple[int, int] | None:
@@ -61,15 +70,17 @@ def parse_value(v: bytes) -> tuple[int, int] | None:
         return None
 
 
-def check(history: History, logs: dict[int, list[tuple[int, bytes]]], log_starts: dict[int, int]) -> dict:
+def check(history: History, logs: dict[int, list[tuple[int, bytes]]], log_starts: dict[int, int],
+          retention: bool = False) -> dict:
     """The checks of the module docs on records read back (`logs`: partition -> [(offset,
     value)]). Raises CheckFailed listing every violation (the first 20); returns counts."""
     problems: list[str] = []
     by_offset: dict[int, dict[int, str]] = {p: {} for p in logs}
     seen: dict[str, tuple[int, int]] = {}
     last_seq: dict[tuple[int, int], int] = {}
+    first_seq: dict[tuple[int, int], int] = {}
     for p, records in logs.items():
-        if log_starts.get(p, 0) != 0:
+        if log_starts.get(p, 0) != 0 and not retention:
             problems.append(f"partition {p}: log start is {log_starts[p]}, expected 0")
         prev = -1
         for offset, raw in records:
@@ -92,8 +103,21 @@ def check(history: History, logs: dict[int, list[tuple[int, bytes]]], log_starts
             if key in last_seq and seq <= last_seq[key]:
                 problems.append(f"partition {p}: {value!r} at offset {offset} after seq {last_seq[key]} (out of order)")
             last_seq[key] = max(seq, last_seq.get(key, -1))
+            first_seq.setdefault(key, seq)
     lost = 0
+    deleted = 0
     for value, ack in history.acked.items():
+        if retention and ack.offset is not None and ack.offset < log_starts.get(ack.partition, 0):
+            deleted += 1
+            continue
+        if ack.offset is None and retention and value not in seen:
+            # Offset unknown: it was deleted if it came before the first record of its writer
+            # still in the log (a writer's records are in sequence order).
+            writer, seq = parse_value(value.encode()) or (None, -1)
+            first = min((s for (p, w), s in first_seq.items() if w == writer), default=None)
+            if first is None or seq < first:
+                deleted += 1
+                continue
         if ack.offset is None:
             # librdkafka acknowledges an idempotent producer's messages whose request timed out
             # once a later request of the same producer succeeds past their sequence numbers
@@ -112,12 +136,15 @@ def check(history: History, logs: dict[int, list[tuple[int, bytes]]], log_starts
     if problems:
         shown = "\n".join(problems[:20])
         raise CheckFailed(f"{len(problems)} violation(s), {lost} acknowledged record(s) lost or moved:\n{shown}")
-    return {
+    stats = {
         "acked": len(history.acked),
         "indeterminate": len(history.failed),
         "read": sum(len(r) for r in logs.values()),
         "indeterminate_present": sum(1 for v in history.failed if v in seen),
     }
+    if retention:
+        stats["deleted_by_retention"] = deleted
+    return stats
 
 
 class Workload:
@@ -175,7 +202,9 @@ class Workload:
             with h.lock:
                 if err is None:
                     h.acked[value] = Ack(msg.partition(), msg.offset())
-                    h.ack_times.append(time.monotonic())
+                    now = time.monotonic()
+                    h.ack_times.append(now)
+                    h.partition_ack_times[msg.partition()].append(now)
                 else:
                     h.failed[value] = str(err)
 
@@ -228,10 +257,101 @@ class Workload:
         if self.history.fatal:
             raise CheckFailed("; ".join(self.history.fatal))
 
-    def max_ack_gap(self) -> float:
-        """The longest time without any acknowledgement while the workload ran (seconds)."""
-        times = sorted(self.history.ack_times)
+    def max_ack_gap(self, partition: int | None = None) -> float:
+        """The longest time without any acknowledgement while the workload ran (seconds), in
+        `partition` or (None) in the whole topic."""
+        with self.history.lock:
+            times = sorted(self.history.ack_times if partition is None
+                           else self.history.partition_ack_times.get(partition, []))
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+class NativeWorkload(Workload):
+    """The same workload through Moldau's own client: each writer is a `moldau produce TOPIC
+    -p P --json` process (idempotent acks=all, the CLI's defaults) fed `w<i>-<seq>` lines on
+    stdin at the writer's rate; the CLI prints one JSON object per acknowledged record as it
+    is acknowledged, with its stdin line number, which names the value. A record the CLI does
+    not report (it failed, or the process ended) is indeterminate."""
+
+    def __init__(self, binary, bootstrap: str, topic: str, partitions: int, writers: int = 3,
+                 rate_per_writer: float = 200.0):
+        super().__init__(bootstrap, topic, partitions, writers, rate_per_writer)
+        self.binary = str(binary)
+
+    def _run(self, writer: int) -> None:
+        h = self.history
+        partition = h.partitions[writer]
+        proc = subprocess.Popen(
+            [self.binary, "produce", self.topic, "-p", str(partition), "--json", "-b", self.bootstrap,
+             "--timeout-ms", "5000", "--linger-ms", "5"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        errors: list[bytes] = []
+        bad_output: list[bytes] = []
+
+        def read_acks():
+            for raw in proc.stdout:
+                try:
+                    md = json.loads(raw)
+                    value = f"w{writer}-{md['line'] - 1}"
+                    ack = Ack(md["partition"], md["offset"])
+                except (ValueError, KeyError, TypeError):
+                    bad_output.append(raw)
+                    continue
+                with h.lock:
+                    h.acked[value] = ack
+                    now = time.monotonic()
+                    h.ack_times.append(now)
+                    h.partition_ack_times[ack.partition].append(now)
+
+        def read_stderr():
+            errors.extend(proc.stderr)
+
+        readers = [threading.Thread(target=f, daemon=True) for f in (read_acks, read_stderr)]
+        for t in readers:
+            t.start()
+        seq = 0
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        closed_early = False
+        while not self.stopping.is_set():
+            value = f"w{writer}-{seq}"
+            with h.lock:
+                h.sent.add(value)
+            try:
+                proc.stdin.write(value.encode() + b"\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                closed_early = True
+                break
+            seq += 1
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self.stopping.wait(delay)
+            elif delay < -1.0:
+                next_at = time.monotonic()
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            # Its delivery timeout (120 s) bounds how long the last records may take.
+            code = proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+            h.fatal.append(f"writer {writer}: moldau produce did not finish after stdin closed")
+        for t in readers:
+            t.join(timeout=10)
+        text = b"".join(errors).decode("utf-8", "replace")[-2000:]
+        if closed_early:
+            h.fatal.append(f"writer {writer}: moldau produce exited while producing (exit {code}): {text}")
+        # Exit 1 with "N of M records failed" only says some records are indeterminate; any
+        # other failure (or unparsable output) is the client's or the broker's fault.
+        elif code != 0 and "records failed" not in text:
+            h.fatal.append(f"writer {writer}: moldau produce exited {code}: {text}")
+        if bad_output:
+            h.fatal.append(f"writer {writer}: unexpected output of moldau produce: {bad_output[:3]}")
 
 
 def wait_for(what: str, cond, timeout: float = 60.0, every: float = 0.2):

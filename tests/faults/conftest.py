@@ -2,7 +2,8 @@
 
 The binary comes from $MOLDAU_BIN (scripts/test sets it), else the workspace's debug build.
 Fault schedules are random from a seed: `FAULTS_SEED` replays one (every test prints the seed
-it used), `FAULTS_ROUNDS=N` runs each scenario's fault loop N times longer (soak runs).
+it used), `FAULTS_ROUNDS=N` runs each scenario's fault loop N times longer (soak runs),
+`FAULTS_HEAVY=1` adds the longer variants (e.g. Moldau's own client in every scenario).
 """
 
 from __future__ import annotations

@@ -53,3 +53,17 @@ def test_an_ack_without_offset_must_be_in_its_partition():
     assert check(h, GOOD, {0: 0, 1: 0})["acked"] == 4
     with pytest.raises(CheckFailed, match=r"'w0-2' \(offset unknown\)"):
         check(h, {0: [(0, b"w0-0"), (1, b"w0-1")], 1: [(0, b"w1-0")]}, {0: 0, 1: 0})
+
+
+def test_retention_lets_records_below_the_log_start_go():
+    # Offsets 0 and 1 of partition 0 deleted by retention: their acks are not losses...
+    logs = {0: [(2, b"w0-2")], 1: [(0, b"w1-0")]}
+    h = history()
+    h.acked["w0-2"] = Ack(0, 2)
+    stats = check(h, logs, {0: 2, 1: 0}, retention=True)
+    assert stats["deleted_by_retention"] == 2
+    # ...but only with retention allowed, and one at or above the log start still counts.
+    with pytest.raises(CheckFailed, match="log start is 2"):
+        check(h, logs, {0: 2, 1: 0})
+    with pytest.raises(CheckFailed, match="acknowledged 'w0-2'"):
+        check(h, {0: [], 1: [(0, b"w1-0")]}, {0: 2, 1: 0}, retention=True)

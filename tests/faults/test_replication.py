@@ -15,7 +15,8 @@ import time
 
 from confluent_kafka.admin import AdminClient
 
-from checker import Workload, check, create_topic, read_back, wait_for
+import pytest
+from checker import NativeWorkload, Workload, check, create_topic, read_back, wait_for
 
 PARTITIONS = 3
 # Fast failure detection for tests: a dead broker is fenced (and loses its leaderships)
@@ -43,6 +44,7 @@ def finish(cluster, workload: Workload, topic: str) -> dict:
     logs, starts = read_back(cluster.bootstrap, topic, PARTITIONS)
     stats = check(workload.history, logs, starts)
     stats["max_ack_gap_s"] = round(workload.max_ack_gap(), 2)
+    stats["max_partition_ack_gap_s"] = round(max(workload.max_ack_gap(p) for p in range(PARTITIONS)), 2)
     print(f"checker: {stats}")
     return stats
 
@@ -51,14 +53,23 @@ def isrs(bootstrap: str, topic: str) -> dict[int, list[int]]:
     return {p: sorted(m.isrs) for p, m in metadata(bootstrap, topic).items()}
 
 
-def loaded_cluster(clusters, topic: str):
+def workload(cluster, topic: str, partitions: int, client: str = "confluent", **kw) -> Workload:
+    """The checker's acks=all workload through `client`: "confluent" (librdkafka) or
+    "moldau" (Moldau's own client, `moldau produce`)."""
+    if client == "moldau":
+        return NativeWorkload(cluster.binary, cluster.bootstrap, topic, partitions, **kw)
+    assert client == "confluent", client
+    return Workload(cluster.bootstrap, topic, partitions, **kw)
+
+
+def loaded_cluster(clusters, topic: str, client: str = "confluent"):
     """Three nodes, a topic of PARTITIONS partitions with three replicas each, and the
-    checker's acks=all workload running (300 acknowledgements in)."""
+    checker's acks=all workload running through `client` (300 acknowledgements in)."""
     cluster = clusters(3, **CLUSTER_SETTINGS)
     create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
     wait_for("every partition to have a leader",
              lambda: all(l >= 0 for l in leaders(cluster.bootstrap, topic).values()))
-    w = Workload(cluster.bootstrap, topic, PARTITIONS).start()
+    w = workload(cluster, topic, PARTITIONS, client).start()
     w.wait_acks(300, 90, "before the first fault")
     return cluster, w
 
@@ -75,12 +86,13 @@ def wait_back_in_every_isr(cluster, topic: str, victim: int) -> None:
     cluster.log(f"ISRs full again: {isrs(cluster.bootstrap, topic)}")
 
 
-def test_leader_kill9_rf3(clusters, topic, rng, rounds):
+@pytest.mark.parametrize("client", ["confluent", "moldau"])
+def test_leader_kill9_rf3(clusters, topic, rng, rounds, client):
     """The leader of partition 0 is killed with SIGKILL under load, again and again: its
-    partitions get new leaders from the ISR, producers carry on, the node comes back as a
-    follower, catches up and rejoins the ISR (AlterPartition), and at the end every
-    acknowledged record is still there, once, in order."""
-    cluster, w = loaded_cluster(clusters, topic)
+    partitions get new leaders from the ISR, producers (librdkafka, or Moldau's own client)
+    carry on, the node comes back as a follower, catches up and rejoins the ISR
+    (AlterPartition), and at the end every acknowledged record is still there, once, in order."""
+    cluster, w = loaded_cluster(clusters, topic, client)
     for _ in range(2 * rounds):
         time.sleep(rng.uniform(0.2, 1.5))
         victim = leaders(cluster.bootstrap, topic)[0]

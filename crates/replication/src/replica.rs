@@ -407,7 +407,14 @@ impl Replica {
         }
         match req.replica_id {
             Some(r) => {
-                self.record_follower_fetch(now_ms, r, req.fetch_offset, log, &mut out);
+                self.record_follower_fetch(
+                    now_ms,
+                    r,
+                    req.fetch_offset,
+                    req.isr_eligible,
+                    log,
+                    &mut out,
+                );
                 answer.high_watermark = self.hw;
                 answer.read = Some(ReadRange {
                     from: req.fetch_offset,
@@ -466,6 +473,7 @@ impl Replica {
         now_ms: i64,
         id: NodeId,
         fetch_offset: Offset,
+        isr_eligible: bool,
         log: &impl LogView,
         out: &mut Vec<Action>,
     ) {
@@ -487,7 +495,9 @@ impl Replica {
         p.last_fetch_leader_leo = leo;
         p.fetch_offset = Some(fetch_offset);
         self.leader_progress(now_ms, log, out);
-        self.maybe_expand_isr(now_ms, id, out);
+        if isr_eligible {
+            self.maybe_expand_isr(now_ms, id, out);
+        }
     }
 
     /// Leader: recompute the HW, complete acks, propose an ISR expansion, ask for a flush
@@ -803,6 +813,7 @@ impl Replica {
                 fetch_offset: leo,
                 current_leader_epoch: Some(epoch),
                 last_fetched_epoch,
+                isr_eligible: true,
             },
         }));
     }

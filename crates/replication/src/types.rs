@@ -92,6 +92,12 @@ pub struct FetchRequest {
     pub current_leader_epoch: Option<LeaderEpoch>,
     /// The epoch of the last batch the sender has (Fetch v12+); None = not checked.
     pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// A follower's fetch, on the leader: whether the follower's broker may join the ISR
+    /// now, per the leader's metadata image (Kafka's `isReplicaIsrEligible`, KIP-841:
+    /// registered, not fenced, not in controlled shutdown). Its progress is recorded either
+    /// way, but an ineligible follower is not proposed for the ISR: the controller would
+    /// refuse it, and a refused member keeps counting for the HW.
+    pub isr_eligible: bool,
 }
 
 /// The leader's answer to one partition of a Fetch. When `read` is Some, the runtime reads

@@ -69,6 +69,7 @@ fn follower_fetch(replica: i32, offset: Offset, epoch: LeaderEpoch) -> FetchRequ
         fetch_offset: offset,
         current_leader_epoch: Some(epoch),
         last_fetched_epoch: Some(epoch),
+        isr_eligible: true,
     }
 }
 
@@ -158,6 +159,7 @@ fn fetches_are_fenced_by_epoch_and_role() {
             fetch_offset: 0,
             current_leader_epoch: Some(5),
             last_fetched_epoch: None,
+            isr_eligible: false,
         },
         &flog,
     );
@@ -204,6 +206,7 @@ fn the_high_watermark_is_the_smallest_durable_end_over_the_isr() {
             fetch_offset: 3,
             current_leader_epoch: Some(5),
             last_fetched_epoch: None,
+            isr_eligible: false,
         },
         &log,
     );
@@ -377,6 +380,7 @@ fn a_follower_fetches_durably_and_learns_the_hw() {
             fetch_offset: 0,
             current_leader_epoch: Some(5),
             last_fetched_epoch: None,
+            isr_eligible: true,
         }
     );
     // A stale or duplicate answer is ignored.
@@ -776,4 +780,38 @@ fn a_dead_follower_taken_out_of_the_isr_is_not_proposed_back() {
     let (_, acts) = r.fetch(3_300, follower_fetch(2, 13, 5), &log);
     assert!(alters(&acts).is_empty(), "{acts:?}");
     assert_eq!(r.high_watermark(), 13);
+}
+
+/// SIGTERM of a broker that follows this leader: the controller's controlled shutdown takes it
+/// out of the ISR, but it fetches once more before it exits, caught up. Proposed back, it was
+/// refused (INELIGIBLE_REPLICA: shutting down) and, refused, kept counting for the HW until
+/// a newer partition epoch, i.e. until the broker came back: acks=all stalled for as long as
+/// it was down (found by scripts/bench/unavailability.py: the p99 produce stall after a
+/// SIGTERM was the whole downtime). A fetch from a broker the leader's metadata shows fenced
+/// or shutting down (Kafka's isReplicaIsrEligible) records progress but proposes nothing.
+#[test]
+fn a_follower_in_controlled_shutdown_is_not_proposed_back() {
+    let (mut r, mut log) = leader(1);
+    r.fetch(100, follower_fetch(2, 10, 5), &log);
+    r.fetch(100, follower_fetch(3, 10, 5), &log);
+    assert_eq!(r.high_watermark(), 10);
+    // Node 3 asks for a controlled shutdown: the controller removes it from the ISR.
+    r.apply_metadata(3_000, state(1, 5, 2, &[1, 2]), &log);
+    // Its last fetch before the exit is caught up, but its broker is shutting down.
+    let ineligible = FetchRequest {
+        isr_eligible: false,
+        ..follower_fetch(3, 10, 5)
+    };
+    let (_, acts) = r.fetch(3_100, ineligible, &log);
+    assert!(alters(&acts).is_empty(), "{acts:?}");
+    assert_eq!(r.maximal_isr(), vec![1, 2]);
+    // Writes go on and commit with the two that are left while node 3 is away.
+    log.append(5, 3);
+    log.sync();
+    r.on_log_changed(3_200, &log);
+    r.fetch(3_300, follower_fetch(2, 13, 5), &log);
+    assert_eq!(r.high_watermark(), 13);
+    // Back (eligible) and caught up, it is proposed again.
+    let (_, acts) = r.fetch(9_000, follower_fetch(3, 13, 5), &log);
+    assert_eq!(alters(&acts)[0].new_isr, vec![1, 2, 3]);
 }

@@ -292,6 +292,12 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                     } else {
                         None
                     },
+                    // Kafka's isReplicaIsrEligible: a fenced broker, or one in controlled
+                    // shutdown, still fetches for a while but must not be proposed for the
+                    // ISR (the refusal would hold the HW until it comes back).
+                    isr_eligible: plan
+                        .replica_id
+                        .is_some_and(|r| image.brokers.get(&r).is_some_and(|b| b.is_usable())),
                 });
                 if answer.error != ErrorCode::None {
                     errors = true;

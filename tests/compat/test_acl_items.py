@@ -226,3 +226,72 @@ def test_cli_command_config_authenticates_every_command(acl_broker, moldau_bin, 
     assert b"nope" not in out.stderr
     # Without it the broker closes the unauthenticated connection: the command fails.
     assert cli("topic", "list").returncode != 0
+
+
+def offset_fetch_v8(address, user: str, groups: list[str]) -> dict[str, tuple[int, dict]]:
+    """OffsetFetch v8 (several groups, all topics) after SASL/PLAIN as `user`:
+    group -> (error code, {(topic, partition): committed offset})."""
+    from test_cluster_security import compact, read_uvarint
+    from test_security import sasl_authenticate, sasl_handshake
+    with kwire.connect(address) as s:
+        assert sasl_handshake(s, "PLAIN")[0] == 0
+        assert sasl_authenticate(s, f"\0{user}\0{user}-secret".encode())[0] == 0
+        body = (kwire.uvarint(len(groups) + 1)
+                + b"".join(compact(g.encode()) + kwire.uvarint(0) + b"\x00" for g in groups)
+                + b"\x00" + b"\x00")  # require_stable false, tags
+        s.sendall(kwire.request(9, 8, 5, body, flexible=True))
+        frame = kwire.recv_frame(s)
+    at = 4 + 1 + 4  # correlation id, header tags, throttle
+    n, at = read_uvarint(frame, at)
+    out = {}
+    for _ in range(n - 1):
+        glen, at = read_uvarint(frame, at)
+        group = frame[at:at + glen - 1].decode()
+        at += glen - 1
+        offsets = {}
+        nt, at = read_uvarint(frame, at)
+        for _ in range(max(nt - 1, 0)):
+            tlen, at = read_uvarint(frame, at)
+            topic = frame[at:at + tlen - 1].decode()
+            at += tlen - 1
+            np_, at = read_uvarint(frame, at)
+            for _ in range(max(np_ - 1, 0)):
+                part, offset = struct.unpack(">iq", frame[at:at + 12])
+                at += 12 + 4  # partition, offset, leader epoch
+                mlen, at = read_uvarint(frame, at)
+                at += max(mlen - 1, 0) + 2  # metadata, error code
+                _, at = read_uvarint(frame, at)
+                offsets[(topic, part)] = offset
+            _, at = read_uvarint(frame, at)
+        (error,) = struct.unpack(">h", frame[at:at + 2])
+        at += 2
+        _, at = read_uvarint(frame, at)
+        out[group] = (error, offsets)
+    return out
+
+
+def test_offset_fetch_v8_answers_each_group(acl_broker, topic):
+    """One denied group in an OffsetFetch v8 gets GROUP_AUTHORIZATION_FAILED; the allowed group
+    in the same request gets its offsets (Kafka answers per group; this denied the request)."""
+    tag = uuid.uuid4().hex[:6]
+    ok, no = f"of-ok-{tag}", f"of-no-{tag}"
+    create_topic(acl_broker, topic)
+    create_acls(acl_broker, [allow("alice", ResourceType.GROUP, ok, AclOperation.READ),
+                             allow("alice", ResourceType.TOPIC, topic, AclOperation.READ)])
+    c = Consumer({"bootstrap.servers": acl_broker.bootstrap, "group.id": ok, **rd("admin")})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    finally:
+        c.close()
+    deadline = time.monotonic() + 30
+    got = {}
+    while time.monotonic() < deadline:
+        got = offset_fetch_v8(acl_broker.address, "alice", [no, ok])
+        if got.get(ok, (14,))[0] not in (14, 15, 16):  # the offsets topic is still loading
+            break
+        time.sleep(0.3)
+    assert list(got) == [no, ok], got  # the request's order
+    assert got[no] == (KafkaError.GROUP_AUTHORIZATION_FAILED, {}), got
+    assert got[ok] == (0, {(topic, 0): 7}), got
+    # Only denied groups: answered without the coordinator.
+    assert offset_fetch_v8(acl_broker.address, "alice", [no]) == {no: (KafkaError.GROUP_AUTHORIZATION_FAILED, {})}

@@ -150,13 +150,8 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::OffsetCommit(r) => group(&r.group_id, Op::Read),
         K::OffsetDelete(r) => group(&r.group_id, Op::Delete),
         K::ConsumerGroupHeartbeat(r) => group(&r.group_id, Op::Read),
-        // v8+ names several groups, each answered on its own: one denied group denies the
-        // request here (a mixed request is rare; Kafka answers the others).
+        // v8+ names several groups, each answered on its own (`handlers::group_items`).
         K::OffsetFetch(r) if version < 8 => group(&r.group_id, Op::Describe),
-        K::OffsetFetch(r) => r
-            .groups
-            .iter()
-            .find_map(|g| group(&g.group_id, Op::Describe)),
         K::TxnOffsetCommit(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
         K::AddOffsetsToTxn(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
         K::EndTxn(r) => txn(&r.transactional_id),

@@ -941,7 +941,35 @@ fn group_items(
                     )))),
             ))
         }
-        RequestKind::OffsetFetch(r) => {
+        RequestKind::OffsetFetch(mut r) => {
+            // v8+ names several groups: each is answered on its own (Kafka's KafkaApis), a
+            // denied one with GROUP_AUTHORIZATION_FAILED next to the others' offsets, in the
+            // request's order.
+            let order: Vec<String> = r.groups.iter().map(|g| g.group_id.to_string()).collect();
+            let denied_groups = take_denied(&mut r.groups, |g| {
+                !access.allows(Op::Describe, Rt::Group, &g.group_id)
+            });
+            let add_denied = move |f: &mut protocol::messages::OffsetFetchResponse,
+                                   denied: Vec<
+                protocol::messages::offset_fetch_request::OffsetFetchRequestGroup,
+            >| {
+                f.groups.extend(denied.into_iter().map(|g| {
+                    protocol::messages::offset_fetch_response::OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(code(ErrorCode::GroupAuthorizationFailed))
+                }));
+                f.groups.sort_by_key(|g| {
+                    order
+                        .iter()
+                        .position(|o| o.as_str() == g.group_id.as_str())
+                        .unwrap_or(usize::MAX)
+                });
+            };
+            if r.groups.is_empty() && !denied_groups.is_empty() {
+                let mut f = protocol::messages::OffsetFetchResponse::default();
+                add_denied(&mut f, denied_groups);
+                return ctx.ready(ResponseKind::OffsetFetch(f));
+            }
             // Offsets of topics that may not be described: TOPIC_AUTHORIZATION_FAILED where the
             // request named them, left out where it asked for all.
             let named = r.topics.is_some();
@@ -989,6 +1017,9 @@ fn group_items(
                     } else {
                         g.topics.retain(|t| may(&t.name, t.topic_id));
                     }
+                }
+                if !denied_groups.is_empty() {
+                    add_denied(f, denied_groups);
                 }
             })
         }

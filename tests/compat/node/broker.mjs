@@ -84,6 +84,8 @@ export class Moldau {
     const m = LISTEN_RE.exec(line.trim())
     if (!m) throw new Error(`unexpected listen line ${JSON.stringify(line)}`)
     this.port = Number(m[1])
+    // A TLS-only listener cannot answer the plaintext probe: its tests wait with a TLS client.
+    if (this.settings.listeners && /^(SSL|SASL_SSL):/.test(this.settings.listeners)) return this
     let lastErr
     while (Date.now() < deadline) {
       try { await apiVersionsOnce(this.port, 2000); return this } catch (e) { lastErr = e }

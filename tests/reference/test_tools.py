@@ -105,6 +105,47 @@ def test_kafka_topics(mb):
         time.sleep(0.5)
 
 
+def test_describe_topic_partitions_paginates(mb):
+    """DescribeTopicPartitions (API 75, KIP-966): Kafka 4.4's kafka-topics --describe uses it
+    (with a small --partition-size-limit-per-response it pages through the cursor and prints the
+    ELR columns only this API carries), and kafka-python's describe_topic_partitions walks the
+    pages itself: name order, a cursor into the middle of a topic, the next topic's start, and
+    UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist."""
+    from kafka.admin import KafkaAdminClient
+
+    b = mb.bootstrap
+    first, second = sorted([name("tools-dtp"), name("tools-dtp")])
+    for t, n in ((first, 5), (second, 2)):
+        kafka_class(TOPICS, "--bootstrap-server", b, "--create", "--topic", t, "--partitions", str(n),
+                    "--replication-factor", "1").check()
+    desc = kafka_class(TOPICS, "--bootstrap-server", b, "--describe", "--topic", "tools-dtp-.*",
+                       "--partition-size-limit-per-response", "2").check()
+    rows = [(m.group(1), int(m.group(2))) for line in desc.lines
+            if (m := re.search(r"Topic: (\S+)\s+Partition: (\d+)\s+Leader: 1\s+Replicas: 1\s+Isr: 1\s+Elr: \s*LastKnownElr:", line))]
+    assert [r for r in rows if r[0] in (first, second)] == [(first, i) for i in range(5)] + [(second, 0), (second, 1)], desc.stdout
+
+    kp = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=30000)
+    try:
+        missing = name("tools-dtp-missing")  # sorts after both ("m" > any hex digit)
+        pages, cursor = [], None
+        while True:
+            page = kp.describe_topic_partitions([second, missing, first], response_partition_limit=3, cursor=cursor)
+            pages.append([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                          for t in page["topics"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [
+            [(first, 0, [0, 1, 2])],
+            [(first, 0, [3, 4]), (second, 0, [0])],
+            [(second, 0, [1]), (missing, 3, [])],
+        ], pages
+        one = kp.describe_topic_partitions([first], response_partition_limit=5)
+        assert one["next_cursor"] is None and [p["leader_id"] for p in one["topics"][0]["partitions"]] == [1] * 5
+    finally:
+        kp.close()
+
+
 def test_kafka_configs(mb):
     b = mb.bootstrap
     topic = name("tools-configs")

@@ -181,6 +181,8 @@ enum Ty {
     /// Nullable bytes; also Produce's record data.
     NullableBytes,
     Struct(&'static Schema),
+    /// A struct that may be null: an int8 marker (-1 null, else present) before its fields.
+    NullableStruct(&'static Schema),
     Array(&'static Ty),
     NullableArray(&'static Ty),
 }
@@ -427,6 +429,14 @@ impl Walker<'_> {
                 self.skip(len.unwrap_or(0), What::Bytes)
             }
             Ty::Struct(schema) => self.walk_struct(schema),
+            Ty::NullableStruct(schema) => {
+                let [marker] = self.fixed::<1>()?;
+                if (marker as i8) < 0 {
+                    Ok(())
+                } else {
+                    self.walk_struct(schema)
+                }
+            }
             Ty::Array(elem) | Ty::NullableArray(elem) => {
                 let nullable = matches!(ty, Ty::NullableArray(_));
                 let unit = elem.min_len(self.flexible);
@@ -565,6 +575,7 @@ pub(super) static MESSAGES: &[Message] = &[
     m(67, "AllocateProducerIds",     range(0, 0),    Some(0),  &ALLOCATE_PRODUCER_IDS_REQUEST),
     m(68, "ConsumerGroupHeartbeat",  range(0, 1),    Some(0),  &CONSUMER_GROUP_HEARTBEAT_REQUEST),
     m(69, "ConsumerGroupDescribe",   range(0, 1),    Some(0),  &CONSUMER_GROUP_DESCRIBE_REQUEST),
+    m(75, "DescribeTopicPartitions", range(0, 0),    Some(0),  &DESCRIBE_TOPIC_PARTITIONS_REQUEST),
 ];
 
 // Produce (api key 0)
@@ -1535,6 +1546,29 @@ static LIST_REASSIGNMENTS_TOPIC: Schema = Schema {
     tagged: &[],
 };
 
+// DescribeTopicPartitions (api key 75): the cursor is a nullable struct.
+static DESCRIBE_TOPIC_PARTITIONS_REQUEST: Schema = Schema {
+    fields: &[
+        f("topics", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_TOPIC_PARTITIONS_TOPIC))),
+        f("response_partition_limit", ALL, Ty::Int32),
+        f("cursor", ALL, Ty::NullableStruct(&DESCRIBE_TOPIC_PARTITIONS_CURSOR)),
+    ],
+    tagged: &[],
+};
+
+static DESCRIBE_TOPIC_PARTITIONS_TOPIC: Schema = Schema {
+    fields: &[f("name", ALL, Ty::String)],
+    tagged: &[],
+};
+
+static DESCRIBE_TOPIC_PARTITIONS_CURSOR: Schema = Schema {
+    fields: &[
+        f("topic_name", ALL, Ty::String),
+        f("partition_index", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
 // DescribeUserScramCredentials (api key 50)
 static DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST: Schema = Schema {
     fields: &[
@@ -1743,6 +1777,14 @@ mod tests {
                     }
                 }
                 Ty::Struct(schema) => self.schema(schema),
+                Ty::NullableStruct(schema) => {
+                    if null {
+                        self.out.put_i8(-1);
+                    } else {
+                        self.out.put_i8(1);
+                        self.schema(schema);
+                    }
+                }
                 Ty::Array(elem) | Ty::NullableArray(elem) => {
                     if null && matches!(ty, Ty::NullableArray(_)) {
                         self.put_len(None, false);

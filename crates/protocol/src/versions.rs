@@ -62,6 +62,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// What a CONTROLLER listener serves (Kafka's controller APIs: broker registration and

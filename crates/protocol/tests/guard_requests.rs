@@ -83,6 +83,7 @@ fn default_request(api: ApiKey) -> RequestKind {
         ListTransactions,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,
+        DescribeTopicPartitions,
     )
 }
 
@@ -146,7 +147,7 @@ fn covers_the_apis_in_the_brief() {
     let want = [
         0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
         28, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 55, 56, 58, 60, 61, 62,
-        63, 65, 66, 67, 68, 69,
+        63, 65, 66, 67, 68, 69, 75,
     ];
     assert_eq!(keys, want);
 }

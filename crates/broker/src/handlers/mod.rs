@@ -4,6 +4,7 @@
 pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod configs;
+mod describe_topic_partitions;
 pub(crate) mod elections;
 mod fetch;
 mod leader_hints;
@@ -390,6 +391,10 @@ pub fn dispatch(
                     not_controller,
                 )
             })
+        }
+        RequestKind::DescribeTopicPartitions(r) => {
+            let resp = describe_topic_partitions::describe(state, &ctx, &r);
+            ctx.ready(ResponseKind::DescribeTopicPartitions(resp))
         }
         RequestKind::ListPartitionReassignments(r) => ctx.ready(
             ResponseKind::ListPartitionReassignments(reassignments::list(state, &r)),

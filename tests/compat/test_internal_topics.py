@@ -3,7 +3,8 @@ partitions (issue 8, items 6 and 9).
 
 Clients (confluent-kafka and kafka-python admin) cannot create `__consumer_offsets`, change its
 configs or its partition count, or delete it: CreateTopics answers INVALID_REQUEST (Kafka's
-answer for its own prohibited internal topic), config and partition changes POLICY_VIOLATION,
+answer for its own prohibited internal topic) before the broker created it, TOPIC_ALREADY_EXISTS
+(Kafka's answer) once it exists, config and partition changes POLICY_VIOLATION,
 DeleteTopics INVALID_TOPIC_EXCEPTION. Committed offsets of many groups survive the attempts and a
 restart. CreateTopics/CreatePartitions past the cap get POLICY_VIOLATION, a million partitions
 included, without the broker allocating anything for them."""
@@ -16,7 +17,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
                                    NewTopic, ResourceType)
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, NewTopic as KNewTopic
-from kafka.errors import InvalidRequestError, PolicyViolationError  # noqa: F401
+from kafka.errors import InvalidRequestError, PolicyViolationError, TopicAlreadyExistsError
 
 import clients
 
@@ -24,6 +25,7 @@ OFFSETS = "__consumer_offsets"
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
+TOPIC_ALREADY_EXISTS = 36
 
 
 def _code(fut) -> int:
@@ -66,6 +68,12 @@ def test_clients_cannot_create_or_change_internal_topics(brokers, topic):
         for i, g in enumerate(groups):
             _commit(broker.bootstrap, g, topic, i + 1)
         assert len(admin.list_topics(timeout=10).topics[OFFSETS].partitions) == 50
+        # Once it exists a creation is answered as for any existing topic (Kafka's answer).
+        for validate_only in (False, True):
+            exists = admin.create_topics([NewTopic(OFFSETS, 1, 1)], validate_only=validate_only)
+            assert _code(exists[OFFSETS]) == TOPIC_ALREADY_EXISTS
+        with pytest.raises(TopicAlreadyExistsError):
+            kadmin.create_topics([KNewTopic(OFFSETS, 1, 1)])
 
         res = ConfigResource(ResourceType.TOPIC, OFFSETS, set_config={"cleanup.policy": "delete"})
         assert _code(admin.alter_configs([res])[res]) == POLICY_VIOLATION

@@ -344,7 +344,7 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
                     .collect(),
             ),
         ),
-        K::ElectLeaders(r) => R::ElectLeaders(crate::handlers::elect_leaders_denied(r, e)),
+        K::ElectLeaders(r) => R::ElectLeaders(crate::handlers::elect_leaders_denied(r, e, version)),
         K::AlterPartitionReassignments(r) => {
             R::AlterPartitionReassignments(crate::handlers::reassignments::alter_error_response(
                 r,

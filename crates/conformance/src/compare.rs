@@ -113,14 +113,16 @@ impl Intentional {
     }
 }
 
-/// Whether `have` contains every member of `want` (recursively; arrays element-wise).
+/// Whether `have` contains every member of `want` (recursively; each element of a wanted
+/// array in some element of the array there, wherever it stands: a request naming an
+/// internal topic second matches an entry that names only that topic).
 fn contains(have: &Value, want: &Value) -> bool {
     match (have, want) {
         (Value::Object(h), Value::Object(w)) => w
             .iter()
             .all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
         (Value::Array(h), Value::Array(w)) => {
-            w.len() <= h.len() && w.iter().zip(h).all(|(wv, hv)| contains(hv, wv))
+            w.iter().all(|wv| h.iter().any(|hv| contains(hv, wv)))
         }
         _ => have == want,
     }
@@ -334,6 +336,14 @@ mod tests {
             &d("response.results.0.configs")
         ));
         assert!(!k.matches("Metadata", Some(2), &req, &d("response.results.0.configs")));
+        // A wanted element matches wherever it stands in the request's array.
+        let second = json!({"resources": [{"resource_type": 2}, {"resource_type": 4}]});
+        assert!(k.matches(
+            "DescribeConfigs",
+            Some(2),
+            &second,
+            &d("response.results.1.configs")
+        ));
         let valued = Intentional {
             reference: Some(json!(1)),
             subject: Some(json!(3)),

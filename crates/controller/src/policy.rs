@@ -6,8 +6,9 @@
 //! INVALID_REQUEST); an authorizer is what protects it there. Moldau has no authorizer yet, so
 //! it refuses these from clients outright, with the errors Kafka uses for the same kind of
 //! refusal:
-//! - CreateTopics of an internal topic: INVALID_REQUEST, "Creation of internal topic ... is
-//!   prohibited." (Kafka's answer for `__cluster_metadata`).
+//! - CreateTopics of an internal topic that does not exist yet: INVALID_REQUEST, "Creation of
+//!   internal topic ... is prohibited." (Kafka's answer for `__cluster_metadata`); one that
+//!   exists gets TOPIC_ALREADY_EXISTS, as in Kafka.
 //! - AlterConfigs / IncrementalAlterConfigs / CreatePartitions on an internal topic:
 //!   POLICY_VIOLATION (what Kafka answers when an `alter.config.policy` or
 //!   `create.topic.policy` refuses a request).

@@ -142,8 +142,10 @@ pub(crate) fn join_response(version: i16, r: JoinResult) -> JoinGroupResponse {
     if version >= 7 {
         resp.protocol_type = r.protocol_type.as_deref().map(s);
     }
-    // Before v7 the protocol name is not nullable; Kafka sends "" for none.
+    // Before v7 the protocol name is not nullable; Kafka sends "" for none. From v7 Kafka
+    // answers null for a selected protocol named "" too.
     resp.protocol_name = match r.protocol_name {
+        Some(p) if version >= 7 && p.is_empty() => None,
         Some(p) => Some(s(&p)),
         None if version < 7 => Some(StrBytes::default()),
         None => None,

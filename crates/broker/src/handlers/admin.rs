@@ -353,20 +353,23 @@ pub async fn create_partitions(
     for t in &req.topics {
         *counts.entry(t.name.0.to_string()).or_default() += 1;
     }
-    // Kafka answers a repeated topic once, with INVALID_REQUEST.
+    // Kafka answers a repeated topic once, with INVALID_REQUEST, and sends the rest to its
+    // controller. With its timeout already over (timeout_ms <= 0) that call fails and every
+    // entry, each copy of a repeated one too, gets REQUEST_TIMED_OUT; when nothing is left
+    // for the controller (only repeats) there is no call to time out.
+    let expired = req.timeout_ms <= 0 && counts.values().any(|n| *n == 1);
     let mut answered = std::collections::HashSet::new();
     let topics: Vec<_> = req
         .topics
         .into_iter()
-        .filter(|t| answered.insert(t.name.0.to_string()))
+        .filter(|t| expired || answered.insert(t.name.0.to_string()))
         .collect();
     // Per topic: an immediate error, or its index in the controller call.
     let mut slots: Vec<Result<usize, ControllerError>> = Vec::with_capacity(topics.len());
     let mut asks: Vec<(String, i32, Vec<Vec<i32>>)> = Vec::new();
     for t in &topics {
         let name = t.name.0.to_string();
-        // With the timeout already over Kafka's controller answers REQUEST_TIMED_OUT.
-        if req.timeout_ms <= 0 {
+        if expired {
             slots.push(Err(ControllerError::new(
                 ErrorCode::RequestTimedOut,
                 "The request timed out before it was processed.",

@@ -25,6 +25,8 @@ const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
 const GROUP: i8 = 32;
+/// Client-metrics resources (KIP-714): Kafka knows the type, Moldau does not implement it.
+const CLIENT_METRICS: i8 = 16;
 
 struct Opts {
     synonyms: bool,
@@ -386,6 +388,28 @@ pub fn describe_configs(
     };
     let image = state.image();
     let layers = image.broker_layers(state.node_id, &state.config.props);
+    // A resource type Kafka does not know (0 = UNKNOWN, or any other id) fails the whole
+    // request in Kafka's handler: every resource is answered INVALID_REQUEST, none described.
+    let unknown = |t: i8| ![TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP].contains(&t);
+    if let Some(t) = req
+        .resources
+        .iter()
+        .map(|r| r.resource_type)
+        .find(|t| unknown(*t))
+    {
+        let results = req
+            .resources
+            .into_iter()
+            .map(|res| {
+                DescribeConfigsResult::default()
+                    .with_resource_type(res.resource_type)
+                    .with_resource_name(res.resource_name)
+                    .with_error_code(code(ErrorCode::InvalidRequest))
+                    .with_error_message(Some(str_bytes(format!("Unsupported resource type {t}"))))
+            })
+            .collect();
+        return DescribeConfigsResponse::default().with_results(results);
+    }
     let results = req
         .resources
         .into_iter()

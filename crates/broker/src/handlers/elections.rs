@@ -13,7 +13,11 @@ use std::sync::Arc;
 
 /// Kafka's response to a request refused as a whole (`ElectLeadersRequest.getErrorResponse`):
 /// the error at the top (v1+) and on every partition named.
-pub fn error_response(req: &ElectLeadersRequest, error: ErrorCode) -> ElectLeadersResponse {
+pub fn error_response(
+    req: &ElectLeadersRequest,
+    error: ErrorCode,
+    version: i16,
+) -> ElectLeadersResponse {
     let results = req
         .topic_partitions
         .iter()
@@ -33,8 +37,11 @@ pub fn error_response(req: &ElectLeadersRequest, error: ErrorCode) -> ElectLeade
                 )
         })
         .collect();
+    // v0 has no top-level error: the partitions carry it (a v0 answer with one would not
+    // encode, and the connection would close).
+    let top = if version >= 1 { code(error) } else { 0 };
     ElectLeadersResponse::default()
-        .with_error_code(code(error))
+        .with_error_code(top)
         .with_replica_election_results(results)
 }
 
@@ -49,10 +56,13 @@ pub async fn elect_leaders(
     let election = match (version, req.election_type) {
         (0, _) | (_, 0) => Election::Preferred,
         (_, 1) => Election::Unclean,
-        _ => return (error_response(&req, ErrorCode::InvalidRequest), -1),
+        _ => return (error_response(&req, ErrorCode::InvalidRequest, version), -1),
     };
     if req.timeout_ms <= 0 {
-        return (error_response(&req, ErrorCode::RequestTimedOut), -1);
+        return (
+            error_response(&req, ErrorCode::RequestTimedOut, version),
+            -1,
+        );
     }
     let partitions = req.topic_partitions.as_ref().map(|topics| {
         topics
@@ -72,11 +82,11 @@ pub async fn elect_leaders(
         Ok(other) => {
             tracing::error!(?other, "unexpected controller reply to ElectLeaders");
             return (
-                error_response(&req, ErrorCode::UnknownServerError),
+                error_response(&req, ErrorCode::UnknownServerError, version),
                 answer.offset,
             );
         }
-        Err(e) => return (error_response(&req, e.code), answer.offset),
+        Err(e) => return (error_response(&req, e.code, version), answer.offset),
     };
     let results = results
         .into_iter()

@@ -481,12 +481,16 @@ pub fn dispatch(
                 ))
             }))
         }
+        // Kafka (KafkaApis) authorizes WRITE on every topic and never on an internal one:
+        // a client may not add `__consumer_offsets` or `__transaction_state` to a
+        // transaction (TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED for the rest).
         RequestKind::AddPartitionsToTxn(r)
             if v < 4
-                && ctx.access.enabled()
                 && r.v3_and_below_topics.iter().any(|t| {
-                    !ctx.access
-                        .allows_topic(model::acl::AclOperation::Write, &t.name)
+                    ::metadata::is_internal_topic(&t.name)
+                        || !ctx
+                            .access
+                            .allows_topic(model::acl::AclOperation::Write, &t.name)
                 }) =>
         {
             use protocol::messages::add_partitions_to_txn_response as a;
@@ -494,9 +498,10 @@ pub fn dispatch(
                 .v3_and_below_topics
                 .iter()
                 .map(|t| {
-                    let e = if ctx
-                        .access
-                        .allows_topic(model::acl::AclOperation::Write, &t.name)
+                    let e = if !::metadata::is_internal_topic(&t.name)
+                        && ctx
+                            .access
+                            .allows_topic(model::acl::AclOperation::Write, &t.name)
                     {
                         ErrorCode::OperationNotAttempted
                     } else {
@@ -1269,6 +1274,7 @@ fn authorization_message(e: ErrorCode) -> &'static str {
 pub fn elect_leaders_denied(
     req: &protocol::messages::ElectLeadersRequest,
     e: ErrorCode,
+    version: i16,
 ) -> protocol::messages::ElectLeadersResponse {
-    elections::error_response(req, e)
+    elections::error_response(req, e, version)
 }

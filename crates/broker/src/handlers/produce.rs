@@ -75,7 +75,8 @@ impl Verifier {
     }
 }
 
-pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply {
+pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> Reply {
+    merge_repeated(&mut req, ctx.version);
     match req.transactional_id.as_ref() {
         Some(txn_id) if req.acks != 0 => {
             match state.txns.remote_coordinator(state, txn_id.as_str()) {
@@ -85,6 +86,42 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, req: ProduceRequest) -> Reply
         }
         _ => produce_with(state, ctx, req, &Verifier::Local),
     }
+}
+
+/// Kafka reads a Produce request into a map keyed by topic partition: a partition named
+/// twice (in one topic entry or in two entries of the same topic) keeps only its last
+/// records, and the answer names it once, under one entry per topic (by name, or by id from
+/// v13).
+fn merge_repeated(req: &mut ProduceRequest, version: i16) {
+    let key = |td: &protocol::messages::produce_request::TopicProduceData| {
+        if version >= 13 {
+            td.topic_id.to_string()
+        } else {
+            td.name.0.to_string()
+        }
+    };
+    let mut topics: HashMap<String, usize> = HashMap::new();
+    let mut partitions: HashMap<(usize, i32), usize> = HashMap::new();
+    let mut merged: Vec<protocol::messages::produce_request::TopicProduceData> =
+        Vec::with_capacity(req.topic_data.len());
+    for mut td in std::mem::take(&mut req.topic_data) {
+        let parts = std::mem::take(&mut td.partition_data);
+        let t = *topics.entry(key(&td)).or_insert_with(|| {
+            merged.push(td);
+            merged.len() - 1
+        });
+        for pd in parts {
+            let list = &mut merged[t].partition_data;
+            match partitions.get(&(t, pd.index)) {
+                Some(&i) => list[i] = pd,
+                None => {
+                    partitions.insert((t, pd.index), list.len());
+                    list.push(pd);
+                }
+            }
+        }
+    }
+    req.topic_data = merged;
 }
 
 /// A transactional produce whose coordinator is on broker `node`: every partition whose

@@ -1434,7 +1434,9 @@ impl TransactionCoordinator {
                 if !pids.is_empty() && !pids.contains(&val.producer_id) {
                     continue;
                 }
-                if duration >= 0 && (val.start_ms < 0 || now_ms - val.start_ms < duration) {
+                // Kafka compares `now - start` with the filter, also for a transaction that
+                // has not started (start -1): such an id is listed, whatever the duration.
+                if duration >= 0 && now_ms.saturating_sub(val.start_ms) < duration {
                     continue;
                 }
                 if pattern.as_ref().is_some_and(|re| !re.matches(&t.id)) {

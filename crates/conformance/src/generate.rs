@@ -428,9 +428,8 @@ pub fn run(
                         break;
                     }
                     // Each case has its own generator, so case N is the same whatever the
-                    // number of jobs.
-                    let mut rng = Rng::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
-                    let base = bases[rng.below(bases.len())];
+                    // number of jobs; see `case_base` for why it is seeded per scenario.
+                    let (base, mut rng) = case_base(seed, &bases, index);
                     let case = derive(&mut rng, base, &pair.common, index);
                     let Some(report) = run_case(pair, &case, intentional) else {
                         continue;
@@ -477,6 +476,25 @@ pub fn run(
     findings.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The base scenario of case `index` and the generator that mutates it. The cases go round
+/// the bases in order (case `index` is round `index / bases` of base `index % bases`), and
+/// the generator is seeded by the seed, the base's name and the round only: adding, removing
+/// or changing a scenario changes its own cases and no other scenario's (a new scenario only
+/// moves the end of the last round, which then leaves one case out). Before, every case drew
+/// its base from one stream, so one new scenario shifted every seed's cases onto others and
+/// could turn the stage red on an old difference nobody had touched.
+fn case_base<'a>(seed: u64, bases: &[&'a Scenario], index: u64) -> (&'a Scenario, Rng) {
+    let n = bases.len().max(1) as u64;
+    let base = bases[(index % n) as usize];
+    let round = index / n;
+    // FNV-1a of the name: stable across builds and platforms (std's hasher is not).
+    let name = base.name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let rng = Rng::new(seed ^ name ^ round.wrapping_mul(0xA24B_AED4_963E_E407));
+    (base, rng)
+}
+
 /// A scenario as the JSON a scenario file holds (for regressions to keep).
 pub fn to_file_json(s: &Scenario) -> Value {
     // A reduced case keeps the versions it was found at: its steps are pinned.
@@ -513,6 +531,32 @@ mod tests {
             .all(|s| matches!(s.version, Some(VersionPin::One(_)))));
         let differ = (0..20).any(|i| derive(&mut Rng::new(i), &scenario(), &common, i) != a);
         assert!(differ);
+    }
+
+    #[test]
+    fn cases_of_a_scenario_do_not_depend_on_the_others() {
+        let named = |n: &str| Scenario {
+            name: n.into(),
+            ..scenario()
+        };
+        let (a, b, c) = (named("a"), named("b"), named("c"));
+        let mut common = BTreeMap::new();
+        common.insert(19, (2, 7));
+        common.insert(2, (1, 10));
+        // The cases of "a" and "c" with and without "b" between them.
+        let case = |bases: &[&Scenario], i: u64| {
+            let (base, mut rng) = case_base(7, bases, i);
+            let mut s = derive(&mut rng, base, &common, 0);
+            s.name = base.name.clone();
+            s
+        };
+        let two: Vec<Scenario> = (0..6).map(|i| case(&[&a, &c], i)).collect();
+        let three: Vec<Scenario> = (0..9).map(|i| case(&[&a, &b, &c], i)).collect();
+        for round in 0..3 {
+            assert_eq!(two[round * 2], three[round * 3]);
+            assert_eq!(two[round * 2 + 1], three[round * 3 + 2]);
+        }
+        assert_ne!(three[0], three[3], "rounds differ");
     }
 
     #[test]

@@ -819,7 +819,12 @@ pub async fn incremental_alter_configs(
                 res.configs
                     .iter()
                     .filter(|c| ops_known && c.config_operation != DELETE)
-                    .map(|c| (c.name.as_str(), c.value.as_deref())),
+                    // Kafka checks SET and APPEND values before the topic lookup; a SUBTRACT
+                    // value is only removed from the list (a missing topic wins there).
+                    .map(|c| {
+                        let checked = c.config_operation != SUBTRACT;
+                        (c.name.as_str(), c.value.as_deref().filter(|_| checked))
+                    }),
             );
             // Kafka refuses every copy of a resource named twice, and changes none of them.
             if seen.get(&(res.resource_type, name.as_str())) > Some(&1) {

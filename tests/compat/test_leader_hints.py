@@ -75,11 +75,11 @@ def test_not_leader_answers_name_the_current_leader(moldau_bin, tmp_path):
         brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
         batch = kwire.record_batch([kwire.Rec(key=None, value=b"v")], int(time.time() * 1000))
 
-        def produce(via: int, version: int):
+        def produce(via: int, version: int, acks: int = -1):
             P = ProduceRequest
             td = P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(
                 index=0, records=batch)])
-            req = P[version](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[td])
+            req = P[version](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[td])
             resp = _call(cluster.node(via).address, req, version, ProduceResponse)
             return resp, resp.responses[0].partition_responses[0]
 
@@ -108,10 +108,11 @@ def test_not_leader_answers_name_the_current_leader(moldau_bin, tmp_path):
                 assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader, epoch), (v, p)
                 assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == [
                     (leader, *brokers[leader])], (v, resp)
-            # Older versions have neither field; a leader answers without them.
+            # Older versions have neither field; a leader answers without them (acks=1: checked
+            # here is the leader's answer, not how fast the ISR replicates on a busy machine).
             resp, p = produce(via, 9)
             assert p.error_code == 6
-            resp, p = produce(leader, 12)
+            resp, p = produce(leader, 12, acks=1)
             assert p.error_code == 0 and resp.node_endpoints == [], (p, resp)
 
         # Node 3 holds no replica, node 2 is a follower: both name leader 1 at its epoch.

@@ -852,3 +852,36 @@ def test_kafka_reassign_partitions_on_three_nodes(kit_libs, moldau_bin, tmp_path
             kp.close()
         problems = cluster.close()
     assert not problems, "\n".join(problems)
+
+
+def test_kafka_configs_client_quotas(mb):
+    """kafka-configs --entity-type users / clients: AlterClientQuotas and DescribeClientQuotas
+    as Kafka's AdminClient sends them (a user, a user+client pair, the client default, a refused
+    value); removal and the filters are in tests/compat/test_quotas.py."""
+    b = mb.bootstrap
+    user, client = name("quser"), name("qclient")
+
+    def configs(*args: str):
+        return kafka_class(CONFIGS, "--bootstrap-server", b, *args)
+
+    res = configs("--alter", "--entity-type", "users", "--entity-name", user,
+                  "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152").check()
+    assert f"Completed updating config for user {user}." in res.stdout, res.stdout
+    res = configs("--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
+                  "--entity-name", client, "--add-config", "request_percentage=50").check()
+    assert "Completed updating config" in res.stdout, res.stdout
+    res = configs("--alter", "--entity-type", "clients", "--entity-default",
+                  "--add-config", "producer_byte_rate=4096").check()
+    assert "Completed updating default config for clients" in res.stdout, res.stdout
+
+    desc = configs("--describe", "--entity-type", "users", "--entity-name", user).check()
+    text = desc.stdout
+    assert f"Quota configs for user-principal '{user}' are" in text, text
+    assert "producer_byte_rate=1048576.0" in text and "consumer_byte_rate=2097152.0" in text, text
+    desc = configs("--describe", "--entity-type", "clients", "--entity-default").check()
+    assert "the default client-id" in desc.stdout and "producer_byte_rate=4096.0" in desc.stdout, desc.stdout
+
+    # A fractional byte rate is refused with Kafka's INVALID_REQUEST.
+    bad = configs("--alter", "--entity-type", "users", "--entity-name", user, "--add-config", "producer_byte_rate=10.5")
+    assert bad.returncode != 0
+    assert "InvalidRequestException" in bad.stdout + bad.stderr, bad.stdout + bad.stderr

@@ -89,6 +89,86 @@ impl QuotaEntity {
     }
 }
 
+impl QuotaEntity {
+    /// The entity of (entity type, name) pairs as AlterClientQuotas and the metadata record
+    /// carry them (`None` name: the default). Kafka's `INVALID_REQUEST` message when a type
+    /// is unknown or repeated, or the combination is not one Kafka accepts.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Result<QuotaEntity, String> {
+        let mut e = QuotaEntity::default();
+        for (ty, name) in pairs {
+            let slot = match ty {
+                ENTITY_USER => &mut e.user,
+                ENTITY_CLIENT_ID => &mut e.client_id,
+                ENTITY_IP => &mut e.ip,
+                other => return Err(format!("Unhandled client quota entity type: {other}")),
+            };
+            if slot.is_some() {
+                return Err(format!("Duplicate {ty} entity type"));
+            }
+            *slot = Some(match name {
+                None => EntityName::Default,
+                Some(n) => EntityName::Name(n.to_string()),
+            });
+        }
+        e.validate()?;
+        if let Some(EntityName::Name(ip)) = &e.ip {
+            if ip.parse::<std::net::IpAddr>().is_err() {
+                return Err(format!("{ip} is not a valid IP or resolvable host."));
+            }
+        }
+        Ok(e)
+    }
+
+    /// (entity type, name) pairs sorted by type, as stored.
+    pub fn to_pairs(&self) -> Vec<(String, Option<String>)> {
+        let name = |n: &EntityName| match n {
+            EntityName::Default => None,
+            EntityName::Name(s) => Some(s.clone()),
+        };
+        let mut out = Vec::new();
+        if let Some(c) = &self.client_id {
+            out.push((ENTITY_CLIENT_ID.to_string(), name(c)));
+        }
+        if let Some(i) = &self.ip {
+            out.push((ENTITY_IP.to_string(), name(i)));
+        }
+        if let Some(u) = &self.user {
+            out.push((ENTITY_USER.to_string(), name(u)));
+        }
+        out
+    }
+}
+
+/// Checks a quota value as Kafka's `ClientQuotaControlManager` does: the key must fit the
+/// entity, the value be positive, and integral for the byte rates and the connection
+/// creation rate (Kafka declares them LONG / INT). Returns the INVALID_REQUEST message.
+pub fn validate_quota_value(entity: &QuotaEntity, key: &str, value: f64) -> Result<(), String> {
+    if !entity.accepts_key(key) {
+        return Err(format!("Invalid configuration key {key}"));
+    }
+    if value.is_nan() || value <= 0.0 {
+        return Err(format!("Quota {key} must be greater than 0"));
+    }
+    let integral = matches!(
+        key,
+        PRODUCER_BYTE_RATE | CONSUMER_BYTE_RATE | CONNECTION_CREATION_RATE
+    );
+    if integral {
+        if key == CONNECTION_CREATION_RATE && value > f64::from(i32::MAX) {
+            return Err(format!("Proposed value for {key} is too large for an INT."));
+        }
+        if value > i64::MAX as f64 {
+            return Err(format!("Proposed value for {key} is too large for a LONG."));
+        }
+        if value.fract() != 0.0 {
+            return Err(format!("Integer value expected for {key}"));
+        }
+    }
+    Ok(())
+}
+
 /// Sampled-rate settings: Kafka's `quota.window.num` (11) and `quota.window.size.seconds` (1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateConfig {
@@ -301,6 +381,35 @@ impl QuotaManager {
         throttle.clamp(0, self.max_throttle_ms)
     }
 
+    /// The throttle time the client's current rate calls for, without recording anything
+    /// (0 without a quota or a sensor).
+    pub fn throttle_time(&mut self, user: &str, client_id: &str, now_ms: i64) -> i64 {
+        let Some((entity, quota)) = self.quota_for(user, client_id) else {
+            return 0;
+        };
+        let key = (
+            if entity.user.is_some() { user } else { "" }.to_string(),
+            if entity.client_id.is_some() {
+                client_id
+            } else {
+                ""
+            }
+            .to_string(),
+        );
+        let config = self.config;
+        let Some(sensor) = self.sensors.get_mut(&key) else {
+            return 0;
+        };
+        let rate = sensor.measure(&config, now_ms);
+        if rate <= quota {
+            return 0;
+        }
+        let window = sensor.window_size_ms(&config, now_ms);
+        (((rate - quota) / quota.max(f64::MIN_POSITIVE)) * window as f64)
+            .round()
+            .clamp(0.0, self.max_throttle_ms as f64) as i64
+    }
+
     fn expire_sensors(&mut self, now_ms: i64) {
         if now_ms - self.last_purge_ms < 60_000 {
             return;
@@ -440,5 +549,39 @@ mod tests {
         assert!(u.validate().is_ok());
         assert!(u.accepts_key(PRODUCER_BYTE_RATE));
         assert!(!u.accepts_key(CONNECTION_CREATION_RATE));
+    }
+
+    #[test]
+    fn entities_from_the_wire_and_value_checks_follow_kafka() {
+        let e = QuotaEntity::from_pairs([("user", Some("alice")), ("client-id", None)]).unwrap();
+        assert_eq!(e.user, n("alice"));
+        assert_eq!(e.client_id, Some(Default));
+        assert_eq!(
+            e.to_pairs(),
+            vec![
+                ("client-id".to_string(), None),
+                ("user".to_string(), Some("alice".to_string()))
+            ]
+        );
+        assert!(QuotaEntity::from_pairs([("user", Some("a")), ("user", Some("b"))]).is_err());
+        assert!(QuotaEntity::from_pairs([("group", Some("a"))]).is_err());
+        assert!(QuotaEntity::from_pairs([]).is_err());
+        assert!(QuotaEntity::from_pairs([("ip", Some("not-an-ip"))]).is_err());
+        assert!(QuotaEntity::from_pairs([("ip", Some("10.0.0.1"))]).is_ok());
+        assert!(validate_quota_value(&e, PRODUCER_BYTE_RATE, 1024.0).is_ok());
+        assert!(validate_quota_value(&e, PRODUCER_BYTE_RATE, 10.5).is_err());
+        assert!(validate_quota_value(&e, PRODUCER_BYTE_RATE, 0.0).is_err());
+        assert!(validate_quota_value(&e, REQUEST_PERCENTAGE, 12.5).is_ok());
+        assert!(validate_quota_value(&e, CONNECTION_CREATION_RATE, 1.0).is_err());
+    }
+
+    #[test]
+    fn throttle_time_measures_without_recording() {
+        let mut m = quotas(&[(n("alice"), None, 1000.0)]);
+        assert_eq!(m.throttle_time("alice", "c", 0), 0);
+        let t = m.record("alice", "c", 100_000.0, 0);
+        assert!(t > 0);
+        assert_eq!(m.throttle_time("alice", "c", 0), t);
+        assert_eq!(m.throttle_time("bob", "c", 0), 0);
     }
 }

@@ -176,6 +176,8 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::CreateAcls(_) | K::DeleteAcls(_) | K::AlterUserScramCredentials(_) => cluster(Op::Alter),
         K::ElectLeaders(_) | K::AlterPartitionReassignments(_) => cluster(Op::Alter),
         K::ListPartitionReassignments(_) => cluster(Op::Describe),
+        K::DescribeClientQuotas(_) => cluster(Op::DescribeConfigs),
+        K::AlterClientQuotas(_) => cluster(Op::AlterConfigs),
         _ => None,
     }
 }
@@ -364,6 +366,34 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
                         DeleteAclsFilterResult::default()
                             .with_error_code(c)
                             .with_error_message(Some(denied_message(e)))
+                    })
+                    .collect(),
+            ),
+        ),
+        K::DescribeClientQuotas(_) => R::DescribeClientQuotas(
+            protocol::messages::DescribeClientQuotasResponse::default()
+                .with_error_code(c)
+                .with_error_message(Some(denied_message(e))),
+        ),
+        K::AlterClientQuotas(r) => R::AlterClientQuotas(
+            protocol::messages::AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|x| {
+                        use protocol::messages::alter_client_quotas_response as a;
+                        a::EntryData::default()
+                            .with_error_code(c)
+                            .with_error_message(Some(denied_message(e)))
+                            .with_entity(
+                                x.entity
+                                    .iter()
+                                    .map(|d| {
+                                        a::EntityData::default()
+                                            .with_entity_type(d.entity_type.clone())
+                                            .with_entity_name(d.entity_name.clone())
+                                    })
+                                    .collect(),
+                            )
                     })
                     .collect(),
             ),

@@ -17,11 +17,13 @@ use crate::authz::Access;
 use crate::handlers::{self, Reply};
 use crate::memory::ResponseBytes;
 use crate::metrics::{RequestTimer, METRICS};
+use crate::quotas::ConnThrottle;
 use crate::sasl::{SaslGate, Step};
 use crate::state::BrokerState;
 use crate::tls::{ListenerTls, TLS_HANDSHAKE_TIMEOUT_MS};
 use auth::acl::RequestContext;
 use auth::principal::KafkaPrincipal;
+use auth::quota::QuotaKind;
 use bytes::Bytes;
 use protocol::frame::{FrameError, FrameReader};
 use protocol::{ApiKey, RequestError};
@@ -180,11 +182,20 @@ async fn serve_halves<R, W>(
         .security
         .sasl_listener(&listener_name)
         .map(SaslGate::new);
+    // Client quotas mute the connection: nothing is read from it until the throttle time
+    // of its last throttled request has passed (Kafka's throttled channel).
+    let throttle = Arc::new(ConnThrottle::default());
     loop {
         // A client that does not read its responses is not served (nor read) further.
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = responses.wait_at_most(response_bound) => {}
+        }
+        if let Some(until) = throttle.muted_until() {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep_until(until.into()) => {}
+            }
         }
         // next_size keeps partial prefixes in its own buffer, so dropping it (on cancellation
         // or the idle timeout) loses nothing that matters: we close anyway.
@@ -330,10 +341,30 @@ async fn serve_halves<R, W>(
             Ok(req) => {
                 let timer = RequestTimer::start(req.api_key, req.version(), received);
                 let access = Access::new(state.authorizer(), who.clone());
-                (
-                    handlers::dispatch(&state, req, &client_host, &listener_name, access),
-                    timer,
-                )
+                // The request quota counts the handler's own time (not the waits of acks=all
+                // or a long-poll), as Kafka counts request-handler thread time.
+                let request_quota = (state.quotas.enabled(QuotaKind::Request)
+                    && !handlers::exempt_from_request_quota(&req))
+                .then(|| req.header.client_id.as_deref().unwrap_or("").to_string());
+                let handler_start = Instant::now();
+                let reply = handlers::dispatch(
+                    &state,
+                    req,
+                    &client_host,
+                    &listener_name,
+                    access,
+                    Some((&throttle, size)),
+                );
+                if let Some(client_id) = request_quota {
+                    let t = state.quotas.record(
+                        QuotaKind::Request,
+                        &who.principal.name,
+                        &client_id,
+                        crate::quotas::nanos_to_percentage(handler_start.elapsed().as_nanos()),
+                    );
+                    throttle.mute_for(t);
+                }
+                (reply, timer)
             }
             Err(RequestError::UnsupportedVersion {
                 api_key,

@@ -399,6 +399,9 @@ async fn admin(
         RequestKind::CreateAcls(r) => {
             ResponseKind::CreateAcls(handlers::acls::create(state, r).await.0)
         }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(handlers::quotas::alter(state, r).await.0)
+        }
         RequestKind::DeleteAcls(r) => {
             ResponseKind::DeleteAcls(handlers::acls::delete(state, r).await.0)
         }
@@ -425,6 +428,7 @@ fn forwardable(api: protocol::ApiKey) -> bool {
             | A::AlterConfigs
             | A::IncrementalAlterConfigs
             | A::AlterUserScramCredentials
+            | A::AlterClientQuotas
             | A::CreateAcls
             | A::DeleteAcls
             | A::ElectLeaders
@@ -477,7 +481,7 @@ async fn envelope(
     };
     let host = format!("/{}", who.host);
     let inner_access = crate::authz::Access::new(state.authorizer(), who);
-    let frame = match handlers::dispatch(&state, inner, &host, &listener, inner_access) {
+    let frame = match handlers::dispatch(&state, inner, &host, &listener, inner_access, None) {
         Reply::Ready(b) => Some(b),
         Reply::Later(f) => f.await,
         _ => None,
@@ -603,6 +607,7 @@ pub fn dispatch(
         correlation_id: req.correlation_id(),
         listener: listener.clone(),
         access,
+        quota: None,
     };
     let v = ctx.version;
     let state = state.clone();
@@ -649,6 +654,7 @@ pub fn dispatch(
         | RequestKind::AlterConfigs(_)
         | RequestKind::IncrementalAlterConfigs(_)
         | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::AlterClientQuotas(_)
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
         | RequestKind::ElectLeaders(_)

@@ -22,6 +22,7 @@ pub mod loggers;
 mod memory;
 pub mod metrics;
 mod peers;
+mod quotas;
 mod replica;
 mod replicator;
 mod sasl;

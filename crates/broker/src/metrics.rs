@@ -129,6 +129,10 @@ pub struct BrokerMetrics {
     metadata_commit: Histogram,
     /// ISR shrinks and expands of partitions this broker leads.
     isr_changes: [AtomicU64; 2],
+    /// Throttled responses and their throttle time (ms) by client quota (produce, fetch,
+    /// request).
+    throttled: [AtomicU64; 3],
+    throttle_ms: [AtomicU64; 3],
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -141,7 +145,11 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     group_events: [const { AtomicU64::new(0) }; 3],
     metadata_commit: Histogram::new(),
     isr_changes: [const { AtomicU64::new(0) }; 2],
+    throttled: [const { AtomicU64::new(0) }; 3],
+    throttle_ms: [const { AtomicU64::new(0) }; 3],
 };
+
+const QUOTA_NAMES: [&str; 3] = ["produce", "fetch", "request"];
 
 fn api_slot(api: ApiKey) -> usize {
     (api as i16).clamp(0, API_SLOTS as i16 - 1) as usize
@@ -219,6 +227,17 @@ impl BrokerMetrics {
         if expanded {
             self.isr_changes[1].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a response throttled by a client quota, and its throttle time.
+    pub fn throttled(&self, kind: auth::quota::QuotaKind, ms: i64) {
+        let i = match kind {
+            auth::quota::QuotaKind::Produce => 0,
+            auth::quota::QuotaKind::Fetch => 1,
+            auth::quota::QuotaKind::Request => 2,
+        };
+        self.throttled[i].fetch_add(1, Ordering::Relaxed);
+        self.throttle_ms[i].fetch_add(ms.max(0) as u64, Ordering::Relaxed);
     }
 
     /// The request counter of (api, version); for tests.
@@ -629,6 +648,28 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
         "Committed ISR changes that removed replicas from partitions this broker leads (its own AlterPartition or the controller fencing a broker).",
         None,
         [(NO_LABELS, METRICS.isr_changes[0].load(Ordering::Relaxed))],
+    )?;
+    out.counter(
+        "moldau_quota_throttled_responses",
+        "Responses whose client was over a quota (produce or consumer byte rate, request percentage), by quota.",
+        None,
+        (0..3).map(|i| {
+            (
+                [("quota", QUOTA_NAMES[i])],
+                METRICS.throttled[i].load(Ordering::Relaxed),
+            )
+        }),
+    )?;
+    out.counter_f64(
+        "moldau_quota_throttle_time",
+        "Throttle time given to clients over a quota (the connection is muted that long), by quota.",
+        Some(Unit::Seconds),
+        (0..3).map(|i| {
+            (
+                [("quota", QUOTA_NAMES[i])],
+                METRICS.throttle_ms[i].load(Ordering::Relaxed) as f64 / 1000.0,
+            )
+        }),
     )?;
     out.counter(
         "moldau_isr_expands",

@@ -107,6 +107,8 @@ pub struct BrokerState {
     /// The ACL authorizer over the applied image's ACLs; `None` without
     /// `authorizer.class.name`. Rebuilt (never mutated) when a publication changes ACLs.
     authorizer: RwLock<Option<Arc<auth::acl::Authorizer>>>,
+    /// Client quotas of the applied image, and their rate sensors.
+    pub quotas: crate::quotas::ClientQuotas,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -190,6 +192,7 @@ impl BrokerState {
             strays_checked: AtomicBool::new(false),
             publish_lock: Mutex::new(()),
             authorizer: RwLock::new(authorizer_for(&config, &MetadataImage::empty())),
+            quotas: crate::quotas::ClientQuotas::new(&config),
             config,
         }))
     }
@@ -324,6 +327,9 @@ impl BrokerState {
             if broker_configs_changed && !delta.full {
                 self.reconfigure_partitions(&image);
             }
+        }
+        if delta.quotas_changed || delta.full {
+            self.quotas.update(&image);
         }
         if delta.acls_changed || delta.full {
             let authorizer = authorizer_for(&self.config, &image);

@@ -205,6 +205,12 @@ pub enum Request {
     CreateAcls(Vec<AclBinding>),
     /// DeleteAcls: every ACL matching any of the filters goes.
     DeleteAcls(Vec<AclBindingFilter>),
+    /// AlterClientQuotas (API 49): per entry, the entity as (type, name) pairs (`None` name:
+    /// the default) and the ops, (key, `Some(value)` to set or `None` to remove).
+    AlterClientQuotas {
+        entries: Vec<QuotaAlteration>,
+        validate_only: bool,
+    },
     /// ElectLeaders (API 43): PREFERRED or UNCLEAN elections for the named partitions
     /// (topic, partition ids), or for every partition when `None`.
     ElectLeaders {
@@ -219,6 +225,10 @@ pub enum Request {
         allow_replication_factor_change: bool,
     },
 }
+
+/// One AlterClientQuotas entry: the entity as (type, name) pairs and the ops, (key,
+/// `Some(value)` to set or `None` to remove).
+pub type QuotaAlteration = (Vec<(String, Option<String>)>, Vec<(String, Option<f64>)>);
 
 /// A SCRAM credential to set: the broker derived the keys from the client's salted password
 /// (the controller never sees a password nor does cryptography).
@@ -272,6 +282,8 @@ pub enum Reply {
     /// Per filter, the ACLs it deleted (an ACL matched by an earlier filter of the request is
     /// reported by that one only).
     DeleteAcls(Vec<Vec<AclBinding>>),
+    /// One result per entry, in request order.
+    AlterClientQuotas(Vec<Result<(), ControllerError>>),
     /// Per topic, per partition: done, or Kafka's error (ELECTION_NOT_NEEDED,
     /// PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
     /// UNKNOWN_TOPIC_OR_PARTITION). For "every partition", partitions whose election was not
@@ -629,6 +641,17 @@ impl Controller {
             Request::DeleteAcls(filters) => {
                 Reply::DeleteAcls(self.delete_acls(&mut records, filters))
             }
+            Request::AlterClientQuotas {
+                entries,
+                validate_only,
+            } => Reply::AlterClientQuotas(
+                entries
+                    .into_iter()
+                    .map(|(entity, ops)| {
+                        self.alter_client_quota(&mut records, entity, ops, validate_only)
+                    })
+                    .collect(),
+            ),
             Request::BrokerHeartbeat {
                 node_id,
                 broker_epoch,
@@ -1411,6 +1434,64 @@ impl Controller {
     /// Kafka's `ScramControlManager.alterCredentials`: a user named twice for the same
     /// mechanism fails as a whole (DUPLICATE_RESOURCE), as does a user with any bad item;
     /// other users' changes apply.
+    /// One AlterClientQuotas entry as Kafka's `ClientQuotaControlManager` decides it: the
+    /// entity and every op are checked first (INVALID_REQUEST, nothing written); a key named
+    /// twice is INVALID_REQUEST; removing a quota that is not set writes nothing.
+    fn alter_client_quota(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        entity: Vec<(String, Option<String>)>,
+        ops: Vec<(String, Option<f64>)>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        use auth::quota::{validate_quota_value, QuotaEntity};
+        let invalid = |m: String| ControllerError::new(ErrorCode::InvalidRequest, m);
+        let parsed =
+            QuotaEntity::from_pairs(entity.iter().map(|(t, n)| (t.as_str(), n.as_deref())))
+                .map_err(invalid)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, value) in &ops {
+            if !seen.insert(key.as_str()) {
+                return Err(invalid(format!(
+                    "Duplicate quota key {key} not updating quota for entity {entity:?}"
+                )));
+            }
+            if !parsed.accepts_key(key) {
+                return Err(invalid(format!("Invalid configuration key {key}")));
+            }
+            if let Some(v) = value {
+                validate_quota_value(&parsed, key, *v).map_err(invalid)?;
+            }
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let entity = parsed.to_pairs();
+        let current = self
+            .speculative
+            .client_quotas
+            .get(&entity)
+            .cloned()
+            .unwrap_or_default();
+        for (key, value) in ops {
+            if value.is_none() && !current.contains_key(&key) {
+                continue;
+            }
+            if value.is_some() && current.get(&key) == value.as_ref() {
+                continue;
+            }
+            self.emit(
+                records,
+                MetadataRecord::ClientQuota {
+                    entity: entity.clone(),
+                    key,
+                    value,
+                },
+            );
+        }
+        Ok(())
+    }
+
     /// CreateAcls as Kafka's `AclControlManager` decides it: an ACL that exists already (or
     /// earlier in the request) succeeds without a record; a new one gets a fresh id.
     fn create_acls(

@@ -6,7 +6,7 @@
 //! A snapshot of the image is itself a list of records ([`MetadataImage::to_records`]), so
 //! loading a snapshot and replaying the log run the same code.
 
-use crate::record::{AclEntry, Endpoint, MetadataRecord, PartitionRegistration};
+use crate::record::{AclEntry, Endpoint, MetadataRecord, PartitionRegistration, QuotaEntityKey};
 use model::{NodeId, TopicId};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -94,6 +94,7 @@ pub struct MetadataDelta {
     pub group_configs_changed: bool,
     pub broker_configs_changed: bool,
     pub acls_changed: bool,
+    pub quotas_changed: bool,
 }
 
 impl MetadataDelta {
@@ -109,6 +110,7 @@ impl MetadataDelta {
         self.group_configs_changed |= later.group_configs_changed;
         self.broker_configs_changed |= later.broker_configs_changed;
         self.acls_changed |= later.acls_changed;
+        self.quotas_changed |= later.quotas_changed;
         for (id, t) in later.deleted_topics {
             self.forget_topic(id, t);
         }
@@ -149,6 +151,8 @@ pub struct MetadataImage {
     pub scram_credentials: BTreeMap<(String, i8), ScramCredentialImage>,
     /// ACLs by the id the controller gave them.
     pub acls: BTreeMap<String, AclEntry>,
+    /// Client quotas (Kafka's `ClientQuotaRecord`s) by entity: key -> value.
+    pub client_quotas: BTreeMap<QuotaEntityKey, BTreeMap<String, f64>>,
 }
 
 /// A user's SCRAM credential for one mechanism, as SCRAM verifies it.
@@ -416,6 +420,17 @@ impl MetadataImage {
                     delta.acls_changed = true;
                 }
             }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                let quotas = self.client_quotas.entry(entity.clone()).or_default();
+                match value {
+                    Some(v) => quotas.insert(key.clone(), *v),
+                    None => quotas.remove(key),
+                };
+                if quotas.is_empty() {
+                    self.client_quotas.remove(entity);
+                }
+                delta.quotas_changed = true;
+            }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..
             } => {
@@ -503,6 +518,15 @@ impl MetadataImage {
                 id: id.clone(),
                 acl: acl.clone(),
             });
+        }
+        for (entity, quotas) in &self.client_quotas {
+            for (k, v) in quotas {
+                out.push(MetadataRecord::ClientQuota {
+                    entity: entity.clone(),
+                    key: k.clone(),
+                    value: Some(*v),
+                });
+            }
         }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {

@@ -16,6 +16,7 @@ pub use image::{
 };
 pub use record::{
     decode_batch, encode_batch, AclEntry, Endpoint, MetadataRecord, PartitionRegistration,
+    QuotaEntityKey,
 };
 
 /// Errors of the metadata log itself (I/O and corruption).

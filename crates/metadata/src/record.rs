@@ -109,6 +109,10 @@ pub struct AclEntry {
     pub permission_type: i8,
 }
 
+/// A client quota entity as stored: (entity type, name) pairs sorted by type, `None` names
+/// standing for the default (`<default>`). The `auth` crate gives them meaning.
+pub type QuotaEntityKey = Vec<(String, Option<String>)>;
+
 /// One change to cluster metadata. Records are applied in log order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -193,6 +197,14 @@ pub enum MetadataRecord {
     },
     /// An ACL was deleted (Kafka's `RemoveAccessControlEntryRecord`).
     RemoveAccessControlEntry { id: String },
+    /// A client quota of an entity was set (`Some`) or removed (`None`) (Kafka's
+    /// `ClientQuotaRecord`). `entity` is (entity type, name) sorted by type: `user`,
+    /// `client-id` or `ip`, the name `None` for the default entity.
+    ClientQuota {
+        entity: QuotaEntityKey,
+        key: String,
+        value: Option<f64>,
+    },
     /// A block of producer ids was handed to a broker; ids below `next_producer_id` are used.
     ProducerIds {
         broker_id: i32,

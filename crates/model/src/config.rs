@@ -504,6 +504,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted at once",
     ),
     broker(
+        "quota.window.num",
+        "11",
+        ConfigType::Int,
+        "samples kept for client quota rates",
+    ),
+    broker(
+        "quota.window.size.seconds",
+        "1",
+        ConfigType::Int,
+        "the time span of each client quota rate sample",
+    ),
+    broker(
         "sasl.enabled.mechanisms",
         "GSSAPI",
         ConfigType::List,
@@ -1379,6 +1391,10 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: i32,
     pub max_connections: i32,
+    /// `quota.window.num`: samples of each client quota rate.
+    pub quota_window_num: i32,
+    /// `quota.window.size.seconds`: each sample's span.
+    pub quota_window_size_seconds: i32,
     /// `connections.max.idle.ms`: a connection with no request for this long is closed.
     pub connections_max_idle_ms: i64,
     /// `fetch.max.bytes`: caps every Fetch response.
@@ -1665,6 +1681,8 @@ impl BrokerConfig {
             delete_topic_enable: boolean("delete.topic.enable")?,
             socket_request_max_bytes: int("socket.request.max.bytes", 1024)?,
             max_connections: int("max.connections", 1)?,
+            quota_window_num: int("quota.window.num", 1)?,
+            quota_window_size_seconds: int("quota.window.size.seconds", 1)?,
             fetch_max_bytes: int("fetch.max.bytes", 1024)? as usize,
             connections_max_idle_ms: long("connections.max.idle.ms", 1)?,
             queued_max_requests: int("queued.max.requests", 1)?,

@@ -561,6 +561,8 @@ pub(super) static MESSAGES: &[Message] = &[
     m(45, "AlterPartitionReassignments", range(0, 1), Some(0), &ALTER_PARTITION_REASSIGNMENTS_REQUEST),
     m(46, "ListPartitionReassignments", range(0, 0), Some(0), &LIST_PARTITION_REASSIGNMENTS_REQUEST),
     m(47, "OffsetDelete",            range(0, 0),    None,     &OFFSET_DELETE_REQUEST),
+    m(48, "DescribeClientQuotas",    range(0, 1),    Some(1),  &DESCRIBE_CLIENT_QUOTAS_REQUEST),
+    m(49, "AlterClientQuotas",       range(0, 1),    Some(1),  &ALTER_CLIENT_QUOTAS_REQUEST),
     m(50, "DescribeUserScramCredentials", range(0, 0), Some(0), &DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
     m(51, "AlterUserScramCredentials", range(0, 0), Some(0),  &ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
     m(55, "DescribeQuorum",          range(0, 2),    Some(0),  &DESCRIBE_QUORUM_REQUEST),
@@ -1565,6 +1567,59 @@ static DESCRIBE_TOPIC_PARTITIONS_CURSOR: Schema = Schema {
     fields: &[
         f("topic_name", ALL, Ty::String),
         f("partition_index", ALL, Ty::Int32),
+    ],
+    tagged: &[],
+};
+
+// DescribeClientQuotas (api key 48)
+static DESCRIBE_CLIENT_QUOTAS_REQUEST: Schema = Schema {
+    fields: &[
+        f("components", ALL, Ty::Array(&Ty::Struct(&DESCRIBE_CLIENT_QUOTAS_COMPONENT))),
+        f("strict", ALL, Ty::Bool),
+    ],
+    tagged: &[],
+};
+
+static DESCRIBE_CLIENT_QUOTAS_COMPONENT: Schema = Schema {
+    fields: &[
+        f("entity_type", ALL, Ty::String),
+        f("match_type", ALL, Ty::Int8),
+        f("match", ALL, Ty::NullableString),
+    ],
+    tagged: &[],
+};
+
+// AlterClientQuotas (api key 49)
+static ALTER_CLIENT_QUOTAS_REQUEST: Schema = Schema {
+    fields: &[
+        f("entries", ALL, Ty::Array(&Ty::Struct(&ALTER_CLIENT_QUOTAS_ENTRY))),
+        f("validate_only", ALL, Ty::Bool),
+    ],
+    tagged: &[],
+};
+
+static ALTER_CLIENT_QUOTAS_ENTRY: Schema = Schema {
+    fields: &[
+        f("entity", ALL, Ty::Array(&Ty::Struct(&ALTER_CLIENT_QUOTAS_ENTITY))),
+        f("ops", ALL, Ty::Array(&Ty::Struct(&ALTER_CLIENT_QUOTAS_OP))),
+    ],
+    tagged: &[],
+};
+
+static ALTER_CLIENT_QUOTAS_ENTITY: Schema = Schema {
+    fields: &[
+        f("entity_type", ALL, Ty::String),
+        f("entity_name", ALL, Ty::NullableString),
+    ],
+    tagged: &[],
+};
+
+static ALTER_CLIENT_QUOTAS_OP: Schema = Schema {
+    fields: &[
+        f("key", ALL, Ty::String),
+        // A float64: eight bytes, like an int64.
+        f("value", ALL, Ty::Int64),
+        f("remove", ALL, Ty::Bool),
     ],
     tagged: &[],
 };

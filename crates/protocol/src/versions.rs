@@ -63,6 +63,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// What a CONTROLLER listener serves (Kafka's controller APIs: broker registration and
@@ -86,6 +88,7 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::AlterPartition, 2, 3),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::ElectLeaders, 0, 2),

@@ -69,6 +69,8 @@ fn default_request(api: ApiKey) -> RequestKind {
         ListPartitionReassignments,
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
+        DescribeClientQuotas,
+        AlterClientQuotas,
         SaslAuthenticate,
         DescribeQuorum,
         AlterPartition,

@@ -111,7 +111,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
     version_rx.borrow_and_update();
     let (resp, bytes, errors, sent) = read(state, &plan);
     if req.max_wait_ms <= 0 || plan.min_bytes == 0 || bytes >= plan.min_bytes || errors {
-        count_sent(&sent);
+        let resp = throttle(state, &ctx, &plan, resp, &sent);
         return match encode(state, ctx, resp) {
             Some(chunks) => Reply::Chunks(chunks),
             None => Reply::Later(Box::pin(async { None })),
@@ -144,9 +144,52 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
             }
         }
         let (resp, _, _, sent) = read(&state, &plan);
-        count_sent(&sent);
+        let resp = throttle(&state, &ctx, &plan, resp, &sent);
         encode(&state, ctx, resp)
     }))
+}
+
+/// A consumer's fetch against its consumer byte rate, as Kafka's `handleFetchRequest`: the
+/// response's record bytes are recorded; when that puts the client over its quota, the
+/// answer is an empty response carrying the throttle time (the bytes are taken back), and
+/// the connection is muted for that long (KIP-219). Counts what is sent.
+fn throttle(
+    state: &BrokerState,
+    ctx: &Ctx,
+    plan: &Plan,
+    mut resp: FetchResponse,
+    sent: &Sent,
+) -> FetchResponse {
+    let Some(q) = ctx.quota.as_ref().filter(|_| plan.replica_id.is_none()) else {
+        count_sent(sent);
+        return resp;
+    };
+    let kind = auth::quota::QuotaKind::Fetch;
+    let mut fetch_throttle = 0;
+    if state.quotas.enabled(kind) {
+        let size: usize = resp
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .sum();
+        fetch_throttle = state
+            .quotas
+            .record(kind, &q.user, &q.client_id, size as f64);
+        if fetch_throttle > 0 {
+            state
+                .quotas
+                .unrecord(kind, &q.user, &q.client_id, size as f64);
+            resp = FetchResponse::default().with_session_id(resp.session_id);
+        }
+    }
+    if fetch_throttle == 0 {
+        count_sent(sent);
+    }
+    let throttle = fetch_throttle.max(q.throttle_ms);
+    q.conn.mute_for(fetch_throttle);
+    resp.throttle_time_ms = throttle.min(i64::from(i32::MAX)) as i32;
+    resp
 }
 
 /// The response frame in chunks: record bytes from the log are chunks of their own.

@@ -11,6 +11,7 @@ mod leader_hints;
 mod metadata;
 mod offsets;
 mod produce;
+pub(crate) mod quotas;
 pub(crate) mod reassignments;
 mod scram;
 
@@ -18,7 +19,9 @@ pub(crate) use scram::alter as alter_scram;
 mod txn;
 
 use crate::authz::Access;
+use crate::quotas::ConnThrottle;
 use crate::state::BrokerState;
+use auth::quota::QuotaKind;
 use bytes::Bytes;
 use model::{ErrorCode, TopicId};
 use protocol::messages::TopicName;
@@ -81,12 +84,117 @@ pub struct Ctx {
     pub correlation_id: i32,
     pub listener: Arc<str>,
     pub access: Access,
+    /// Who the request counts against for client quotas (`None`: not subject to them, as a
+    /// request forwarded by another broker, which that broker already counted).
+    pub quota: Option<QuotaClient>,
+}
+
+/// The client a request is counted against for client quotas, and its connection's mute.
+#[derive(Clone, Debug)]
+pub struct QuotaClient {
+    pub user: Arc<str>,
+    pub client_id: Arc<str>,
+    pub conn: Arc<ConnThrottle>,
+    /// Throttle time decided before the handler ran (produce bytes, the request quota).
+    pub throttle_ms: i64,
+}
+
+/// Sets a response's `throttle_time_ms` where its version has the field.
+fn set_throttle_time(body: &mut ResponseKind, version: i16, ms: i32) {
+    macro_rules! from_v0 {
+        ($($kind:ident),* $(,)?) => {
+            match body {
+                $(ResponseKind::$kind(r) => r.throttle_time_ms = ms,)*
+                _ => {}
+            }
+        };
+    }
+    use ResponseKind as R;
+    let min_version = match body {
+        R::Produce(_) | R::Fetch(_) | R::FindCoordinator(_) | R::Heartbeat(_) => 1,
+        R::LeaveGroup(_) | R::SyncGroup(_) | R::DescribeGroups(_) | R::ListGroups(_) => 1,
+        R::ApiVersions(_) | R::DeleteTopics(_) => 1,
+        R::JoinGroup(_) | R::CreateTopics(_) | R::ListOffsets(_) => 2,
+        R::OffsetForLeaderEpoch(_) => 2,
+        R::Metadata(_) | R::OffsetCommit(_) | R::OffsetFetch(_) => 3,
+        _ => 0,
+    };
+    if version < min_version {
+        return;
+    }
+    from_v0!(
+        Produce,
+        Fetch,
+        Metadata,
+        ListOffsets,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        OffsetForLeaderEpoch,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        TxnOffsetCommit,
+        DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
+        DescribeConfigs,
+        AlterConfigs,
+        DescribeLogDirs,
+        CreatePartitions,
+        DeleteGroups,
+        ElectLeaders,
+        IncrementalAlterConfigs,
+        OffsetDelete,
+        DescribeClientQuotas,
+        AlterClientQuotas,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials,
+        DescribeCluster,
+        DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
+    );
+}
+
+/// Whether a request is exempt from the request-time quota, as Kafka exempts the requests
+/// of the connection handshake and of other brokers (cluster actions).
+pub fn exempt_from_request_quota(req: &Request) -> bool {
+    match &req.body {
+        RequestKind::ApiVersions(_)
+        | RequestKind::SaslHandshake(_)
+        | RequestKind::SaslAuthenticate(_)
+        | RequestKind::WriteTxnMarkers(_) => true,
+        RequestKind::Fetch(r) => r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0,
+        RequestKind::AddPartitionsToTxn(_) => req.version() >= 4,
+        _ => false,
+    }
 }
 
 impl Ctx {
     /// Encodes a response for this request; an encode failure is a handler bug, logged here.
-    pub fn encode(&self, body: ResponseKind) -> Option<Bytes> {
+    pub fn encode(&self, mut body: ResponseKind) -> Option<Bytes> {
         crate::metrics::count_errors(self.api, &body);
+        if let Some(q) = self.quota.as_ref().filter(|q| q.throttle_ms > 0) {
+            set_throttle_time(
+                &mut body,
+                self.version,
+                q.throttle_ms.min(i64::from(i32::MAX)) as i32,
+            );
+        }
         match protocol::encode_response(self.api, self.version, self.correlation_id, &body) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -201,13 +309,42 @@ pub fn dispatch(
     client_host: &str,
     listener: &Arc<str>,
     access: Access,
+    conn: Option<(&Arc<ConnThrottle>, usize)>,
 ) -> Reply {
+    let quota = conn.map(|(conn, size)| {
+        let user: Arc<str> = access.who().principal.name.as_str().into();
+        let client_id: Arc<str> = req.header.client_id.as_deref().unwrap_or("").into();
+        // Kafka records a Produce request's size against the producer byte rate and mutes
+        // the connection for the throttle time; the request quota announces the throttle the
+        // client's handler time so far calls for (recorded once this handler ran).
+        let produce = match &req.body {
+            RequestKind::Produce(_) => {
+                state
+                    .quotas
+                    .record(QuotaKind::Produce, &user, &client_id, size as f64)
+            }
+            _ => 0,
+        };
+        conn.mute_for(produce);
+        let request = if exempt_from_request_quota(&req) {
+            0
+        } else {
+            state.quotas.pending(QuotaKind::Request, &user, &client_id)
+        };
+        QuotaClient {
+            user,
+            client_id,
+            conn: conn.clone(),
+            throttle_ms: produce.max(request),
+        }
+    });
     let ctx = Ctx {
         api: req.api_key,
         version: req.version(),
         correlation_id: req.correlation_id(),
         listener: listener.clone(),
         access,
+        quota,
     };
     let v = ctx.version;
     if let Some(e) = crate::authz::gate(&ctx.access, &req.body, v) {
@@ -654,6 +791,15 @@ pub fn dispatch(
         RequestKind::DescribeUserScramCredentials(r) => ctx.ready(
             ResponseKind::DescribeUserScramCredentials(scram::describe(state, &r)),
         ),
+        RequestKind::DescribeClientQuotas(r) => ctx.ready(ResponseKind::DescribeClientQuotas(
+            quotas::describe(state, &r),
+        )),
+        RequestKind::AlterClientQuotas(r) => {
+            via_controller(state, ctx, client, r, |s, r| async move {
+                let (resp, offset) = quotas::alter(s, r).await;
+                (ResponseKind::AlterClientQuotas(resp), offset)
+            })
+        }
         RequestKind::AlterUserScramCredentials(r) => {
             via_controller(state, ctx, client, r, |s, r| async move {
                 let (resp, offset) = scram::alter(s, r).await;

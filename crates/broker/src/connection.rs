@@ -45,7 +45,11 @@ pub enum ListenerKind {
     Controller,
 }
 
-/// Accepts connections until cancelled, at most `max.connections` at once.
+/// Accepts connections until cancelled. On broker listeners, Kafka's connection limits apply
+/// (`conn_limits`): at most `max.connections` at once broker-wide (the loop waits for a slot),
+/// `max.connections.per.ip` (and its overrides) per address (a connection over it is closed at
+/// once), and `max.connection.creation.rate` (the loop pauses accepting). Controller
+/// listeners keep a fixed `max.connections` of their own.
 pub async fn accept_loop(
     listener: TcpListener,
     listener_name: Arc<str>,
@@ -57,13 +61,27 @@ pub async fn accept_loop(
 ) {
     let limit = Arc::new(Semaphore::new(state.config.max_connections.max(1) as usize));
     let stats = METRICS.listener(&listener_name);
+    let limited = kind == ListenerKind::Broker;
+    let limits = || crate::conn_limits::Limits::from_props(&state.broker_props());
+    let rate = auth::quota::RateConfig {
+        samples: state.config.quota_window_num.max(1) as usize,
+        window_ms: i64::from(state.config.quota_window_size_seconds.max(1)) * 1000,
+    };
     loop {
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => return,
-            p = limit.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+        let permit = if limited {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = state.connections.wait_for_slot(limits) => {}
+            }
+            None
+        } else {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                p = limit.clone().acquire_owned() => match p {
+                    Ok(p) => Some(p),
+                    Err(_) => return,
+                },
+            }
         };
         let accepted = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -71,6 +89,31 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let mut slot = None;
+                if limited {
+                    let now = limits();
+                    let pause = state.connections.record_creation(&now, rate);
+                    let admitted = state.connections.admit(peer.ip(), &now);
+                    if admitted.is_none() {
+                        tracing::info!(%peer, "closing connection: too many connections from its address (max.connections.per.ip)");
+                        METRICS.connection_refused();
+                    }
+                    if pause > 0 {
+                        tracing::debug!(
+                            pause_ms = pause,
+                            "max.connection.creation.rate reached: pausing accept"
+                        );
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            _ = tokio::time::sleep(std::time::Duration::from_millis(pause)) => {}
+                        }
+                    }
+                    let Some(admitted) = admitted else {
+                        drop(stream);
+                        continue;
+                    };
+                    slot = Some(admitted);
+                }
                 let state = state.clone();
                 let cancel = cancel.clone();
                 let inner_tasks = tasks.clone();
@@ -83,6 +126,7 @@ pub async fn accept_loop(
                     tracing::debug!(%peer, "connection closed");
                     drop(counted);
                     drop(permit);
+                    drop(slot);
                 });
             }
             Err(e) => {

@@ -10,6 +10,7 @@
 
 mod authz;
 mod bootstrap;
+mod conn_limits;
 mod connection;
 mod controller_api;
 mod controller_link;

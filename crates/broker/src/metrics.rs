@@ -133,6 +133,8 @@ pub struct BrokerMetrics {
     /// request).
     throttled: [AtomicU64; 3],
     throttle_ms: [AtomicU64; 3],
+    /// Connections closed at once for being over `max.connections.per.ip`.
+    connections_refused: AtomicU64,
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -147,6 +149,7 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     isr_changes: [const { AtomicU64::new(0) }; 2],
     throttled: [const { AtomicU64::new(0) }; 3],
     throttle_ms: [const { AtomicU64::new(0) }; 3],
+    connections_refused: AtomicU64::new(0),
 };
 
 const QUOTA_NAMES: [&str; 3] = ["produce", "fetch", "request"];
@@ -238,6 +241,11 @@ impl BrokerMetrics {
         };
         self.throttled[i].fetch_add(1, Ordering::Relaxed);
         self.throttle_ms[i].fetch_add(ms.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed for being over its address's limit.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The request counter of (api, version); for tests.
@@ -670,6 +678,12 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
                 METRICS.throttle_ms[i].load(Ordering::Relaxed) as f64 / 1000.0,
             )
         }),
+    )?;
+    out.counter(
+        "moldau_connections_refused",
+        "Connections closed as soon as accepted because their address had max.connections.per.ip (or its override) open.",
+        None,
+        [(NO_LABELS, METRICS.connections_refused.load(Ordering::Relaxed))],
     )?;
     out.counter(
         "moldau_isr_expands",

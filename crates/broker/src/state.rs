@@ -109,6 +109,8 @@ pub struct BrokerState {
     authorizer: RwLock<Option<Arc<auth::acl::Authorizer>>>,
     /// Client quotas of the applied image, and their rate sensors.
     pub quotas: crate::quotas::ClientQuotas,
+    /// Open client connections per address and in total (`conn_limits`).
+    pub connections: Arc<crate::conn_limits::ConnectionCounts>,
 }
 
 impl std::fmt::Debug for BrokerState {
@@ -193,6 +195,7 @@ impl BrokerState {
             publish_lock: Mutex::new(()),
             authorizer: RwLock::new(authorizer_for(&config, &MetadataImage::empty())),
             quotas: crate::quotas::ClientQuotas::new(&config),
+            connections: Default::default(),
             config,
         }))
     }

@@ -504,6 +504,24 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted at once",
     ),
     broker(
+        "max.connections.per.ip",
+        "2147483647",
+        ConfigType::Int,
+        "connections accepted at once from one address",
+    ),
+    broker(
+        "max.connections.per.ip.overrides",
+        "",
+        ConfigType::String,
+        "per-address limits, `host:count` comma separated",
+    ),
+    broker(
+        "max.connection.creation.rate",
+        "2147483647",
+        ConfigType::Int,
+        "connections accepted per second (new ones wait beyond it)",
+    ),
+    broker(
         "quota.window.num",
         "11",
         ConfigType::Int,
@@ -958,6 +976,49 @@ pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
 /// static for now, so they are refused rather than stored and silently ignored.
 pub fn is_dynamic_broker_config(name: &str) -> bool {
     TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(name))
+        || CONNECTION_LIMIT_CONFIGS.contains(&name)
+}
+
+/// The connection limits, dynamic as in Kafka (`DynamicConnectionQuota`): the accept loop
+/// reads them from the effective broker configs at each connection.
+pub const CONNECTION_LIMIT_CONFIGS: &[&str] = &[
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+];
+
+/// Parses `max.connections.per.ip.overrides` (`host:count,host:count`; hosts are addresses
+/// or names, counts >= 0).
+pub fn parse_connection_overrides(value: &str) -> Result<Vec<(String, i32)>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (host, count) = e
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{e} is not host:count"))?;
+            let count: i32 = count
+                .trim()
+                .parse()
+                .map_err(|_| format!("{count} is not a connection count"))?;
+            if count < 0 || host.trim().is_empty() {
+                return Err(format!("{e} is not host:count with a count >= 0"));
+            }
+            Ok((host.trim().to_string(), count))
+        })
+        .collect()
+}
+
+/// Checks a connection-limit value (static or dynamic) as Kafka's `ConfigDef` does.
+fn validate_connection_limit(key: &str, value: &str) -> Result<(), ConfigError> {
+    if key == "max.connections.per.ip.overrides" {
+        return parse_connection_overrides(value)
+            .map(|_| ())
+            .map_err(|e| ConfigError::new(key, value, &e));
+    }
+    at_least(key, value, parse_i32(key, value)?, 0).map(|_| ())
 }
 
 /// Checks a dynamic broker config value on its own (type and range), as Kafka checks an
@@ -965,6 +1026,9 @@ pub fn is_dynamic_broker_config(name: &str) -> bool {
 /// not know are accepted (Kafka keeps them for plugins); known keys that are not dynamic are
 /// refused.
 pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), ConfigError> {
+    if CONNECTION_LIMIT_CONFIGS.contains(&key) {
+        return validate_connection_limit(key, value);
+    }
     if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
         return TopicConfig::validate(def.name, value)
             .map_err(|e| ConfigError::new(key, value, e.reason));
@@ -1596,6 +1660,11 @@ impl BrokerConfig {
                 && !crate::security::is_listener_key(k)
             {
                 return Err(ConfigError::new(k, v, "unknown broker config"));
+            }
+        }
+        for key in CONNECTION_LIMIT_CONFIGS {
+            if let Some(v) = props.get(*key) {
+                validate_connection_limit(key, v)?;
             }
         }
         // The hours and minutes variants of the topic time defaults, with Kafka's types and

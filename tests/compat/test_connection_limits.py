@@ -1,0 +1,115 @@
+"""Connection limits as Kafka's (issue 14): `max.connections.per.ip` with
+`max.connections.per.ip.overrides` (a connection over its address's limit is closed at once;
+the broker keeps serving the others), static and changed at runtime with IncrementalAlterConfigs
+on the broker (confluent-kafka's admin, as `kafka-configs --entity-type brokers`), and
+`max.connection.creation.rate` (the broker pauses accepting). Connections come from different
+loopback addresses (127.0.0.1, 127.0.0.2) to show the limits are per address.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+import clients
+import kwire
+
+DEADLINE_S = 60.0
+
+
+def connect(server, source: str = "127.0.0.1") -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.bind((source, 0))
+    s.connect(server.address)
+    return s
+
+
+def served(s: socket.socket) -> bool:
+    """Whether the broker answers ApiVersions on this connection (False: it closed it)."""
+    try:
+        kwire.api_versions(s)
+        return True
+    except (kwire.ProtocolError, OSError):
+        return False
+
+
+def wait_for(what: str, check) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_max_connections_per_ip_with_an_override(brokers):
+    server = brokers.start("per-ip", **{"max.connections.per.ip": 3,
+                                         "max.connections.per.ip.overrides": "127.0.0.2:1"})
+    held = [connect(server) for _ in range(3)]
+    assert all(served(s) for s in held)
+    # The fourth from the same address is closed at once; another address has its own limit.
+    assert not served(connect(server))
+    other = connect(server, "127.0.0.2")
+    assert served(other)
+    assert not served(connect(server, "127.0.0.2"))
+    # A slot freed is a slot taken again.
+    held.pop().close()
+    wait_for("a closed connection's slot is given back", lambda: served(connect(server)))
+    # A real client on another address is served meanwhile.
+    clients.confluent_produce(server.bootstrap, "per-ip", [{"value": b"v"}])
+    for s in held + [other]:
+        s.close()
+
+
+def test_connection_limits_change_at_runtime(brokers):
+    server = brokers.start("per-ip-dynamic")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+
+    def set_broker(entries):
+        r = ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)
+        admin.incremental_alter_configs([r])[r].result(timeout=30)
+
+    held = [connect(server, "127.0.0.2") for _ in range(2)]
+    assert all(served(s) for s in held)
+    set_broker([ConfigEntry("max.connections.per.ip", "2", incremental_operation=AlterConfigOpType.SET)])
+    assert not served(connect(server, "127.0.0.2"))
+    # The admin client's own address is under the same limit: it keeps its one connection.
+    set_broker([ConfigEntry("max.connections.per.ip.overrides", "127.0.0.2:4",
+                            incremental_operation=AlterConfigOpType.SET)])
+    more = [connect(server, "127.0.0.2") for _ in range(2)]
+    assert all(served(s) for s in more)
+    assert not served(connect(server, "127.0.0.2"))
+    r = ConfigResource(ResourceType.BROKER, "1")
+    described = admin.describe_configs([r])[r].result(timeout=30)
+    assert described["max.connections.per.ip"].value == "2"
+    assert not described["max.connections.per.ip"].is_read_only
+    # A bad value is refused and changes nothing.
+    with pytest.raises(Exception):
+        set_broker([ConfigEntry("max.connections.per.ip.overrides", "127.0.0.2:x",
+                                incremental_operation=AlterConfigOpType.SET)])
+    set_broker([ConfigEntry("max.connections.per.ip", "", incremental_operation=AlterConfigOpType.DELETE),
+                ConfigEntry("max.connections.per.ip.overrides", "", incremental_operation=AlterConfigOpType.DELETE)])
+    extra = [connect(server, "127.0.0.2") for _ in range(3)]
+    assert all(served(s) for s in extra)
+    for s in held + more + extra:
+        s.close()
+
+
+def test_connection_creation_rate_pauses_accepting(brokers):
+    # 2 connections per second over 3 one-second samples: 12 connections cannot all be
+    # accepted within the first two seconds.
+    server = brokers.start("creation-rate", **{"max.connection.creation.rate": 2, "quota.window.num": 3})
+    start = time.monotonic()
+    socks = [connect(server) for _ in range(12)]
+    assert all(served(s) for s in socks)
+    assert time.monotonic() - start >= 2.0
+    for s in socks:
+        s.close()

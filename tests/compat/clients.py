@@ -230,3 +230,42 @@ def kcat_consume_json(bootstrap: str, topic: str, partition: int, count: int) ->
     lines = [json.loads(l) for l in proc.stdout.decode().splitlines() if l.strip()]
     assert len(lines) == count, f"kcat read {len(lines)}/{count}: {proc.stderr.decode(errors='replace')}"
     return lines
+
+
+# --- SASL logins, shared by the security CLI tests on Moldau and on Apache Kafka -------------
+
+def rdkafka_sasl_plaintext(mechanism: str, user: str, password: str) -> dict:
+    """confluent-kafka settings for a SASL_PLAINTEXT login (PLAIN or SCRAM-SHA-256/512)."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def confluent_produce_error(bootstrap: str, topic: str, sec: dict):
+    """The error of one confluent-kafka produce to partition 0 (None when delivered)."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 15000,
+                  "allow.auto.create.topics": False, **sec})
+    try:
+        p.produce(topic, b"v", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    except KafkaException as e:
+        return e.args[0]
+    p.flush(30)
+    return errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT)
+
+
+def authentication_error(bootstrap: str, sec: dict, deadline_s: float = 30.0):
+    """librdkafka's authentication error for these credentials (None if it logs in)."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "error_cb": errors.append, **sec})
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        p.poll(0.2)
+        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if auth:
+            return auth[0]
+        try:
+            p.list_topics(timeout=1)
+            return None  # Metadata answered: it logged in.
+        except KafkaException:
+            pass
+    raise AssertionError(f"neither logged in nor refused within {deadline_s}s: {errors}")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from clients import authentication_error, confluent_produce_error
+from clients import rdkafka_sasl_plaintext as rd_sasl
+from confluent_kafka import KafkaError
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 JAAS = (
@@ -59,48 +60,9 @@ def cli(moldau_bin, bootstrap, config, *args, stdin: str | None = None, check: b
     return out
 
 
-def rd(mechanism: str, user: str, password: str) -> dict:
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password}
-
-
 def kp(mechanism: str, user: str, password: str) -> dict:
     return dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
                 sasl_plain_username=user, sasl_plain_password=password)
-
-
-def confluent_produce_error(bootstrap: str, topic: str, sec: dict):
-    """The error of one confluent-kafka produce (None when delivered)."""
-    from confluent_kafka import Producer
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 15000,
-                  "allow.auto.create.topics": False, **sec})
-    try:
-        p.produce(topic, b"v", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    except KafkaException as e:
-        return e.args[0]
-    p.flush(30)
-    assert errors, "no delivery report"
-    return errors[0]
-
-
-def authentication_error(bootstrap: str, sec: dict, deadline_s: float = 30.0):
-    """librdkafka's authentication error for these credentials (None if it logs in)."""
-    from confluent_kafka import Producer
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "error_cb": errors.append, **sec})
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        p.poll(0.2)
-        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-        if auth:
-            return auth[0]
-        try:
-            p.list_topics(timeout=1)
-            return None  # Metadata answered: it logged in.
-        except KafkaException:
-            pass
-    raise AssertionError(f"neither logged in nor refused within {deadline_s}s: {errors}")
 
 
 def kp_group_read(bootstrap: str, topic: str, group: str, sec: dict):
@@ -128,7 +90,7 @@ def kp_group_read(bootstrap: str, topic: str, group: str, sec: dict):
 def test_acl_cli_grants_and_revokes_what_clients_see(secured, moldau_bin, admin_config):
     topic = f"cli-acl-{uuid.uuid4().hex[:6]}"
     group = f"{topic}-group"
-    alice = rd("PLAIN", "alice", "alice-secret")
+    alice = rd_sasl("PLAIN", "alice", "alice-secret")
     cli(moldau_bin, secured.bootstrap, admin_config, "topic", "create", topic, "--partitions", "1")
 
     # Denied: alice has no ACL.
@@ -213,7 +175,7 @@ def test_user_cli_creates_scram_users_that_clients_log_in_with(secured, moldau_b
     # confluent-kafka sees the same credentials (DescribeUserScramCredentials).
     from confluent_kafka.admin import AdminClient, ScramMechanism
     ca = AdminClient({"bootstrap.servers": secured.bootstrap, "socket.timeout.ms": 10000,
-                      **rd("PLAIN", "admin", "admin-secret")})
+                      **rd_sasl("PLAIN", "admin", "admin-secret")})
     info = ca.describe_user_scram_credentials([user])[user].result(timeout=20)
     assert sorted((i.mechanism, i.iterations) for i in info.scram_credential_infos) == [
         (ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 8192)]
@@ -222,7 +184,7 @@ def test_user_cli_creates_scram_users_that_clients_log_in_with(secured, moldau_b
     cli(moldau_bin, secured.bootstrap, admin_config, "topic", "create", topic, "--partitions", "1")
     cli(moldau_bin, secured.bootstrap, admin_config, "acl", "add", "--allow-principal", f"User:{user}",
         "--operation", "Write", "--operation", "Describe", "--topic", topic)
-    assert confluent_produce_error(secured.bootstrap, topic, rd("SCRAM-SHA-256", user, password)) is None
+    assert confluent_produce_error(secured.bootstrap, topic, rd_sasl("SCRAM-SHA-256", user, password)) is None
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=secured.bootstrap, request_timeout_ms=15000,
                       **kp("SCRAM-SHA-512", user, password))
@@ -231,13 +193,13 @@ def test_user_cli_creates_scram_users_that_clients_log_in_with(secured, moldau_b
     finally:
         p.close()
     # A wrong password is refused.
-    assert authentication_error(secured.bootstrap, rd("SCRAM-SHA-256", user, "wrong")) is not None
+    assert authentication_error(secured.bootstrap, rd_sasl("SCRAM-SHA-256", user, "wrong")) is not None
 
     # Deleting one mechanism: that login fails, the other still works.
     cli(moldau_bin, secured.bootstrap, admin_config, "user", "delete", user, "--mechanism", "SCRAM-SHA-256")
-    assert authentication_error(secured.bootstrap, rd("SCRAM-SHA-256", user, password)) is not None, \
+    assert authentication_error(secured.bootstrap, rd_sasl("SCRAM-SHA-256", user, password)) is not None, \
         "SCRAM-SHA-256 still logs in after its credential was deleted"
-    assert confluent_produce_error(secured.bootstrap, topic, rd("SCRAM-SHA-512", user, password)) is None
+    assert confluent_produce_error(secured.bootstrap, topic, rd_sasl("SCRAM-SHA-512", user, password)) is None
     # Deleting the rest (every mechanism it has) leaves no user.
     cli(moldau_bin, secured.bootstrap, admin_config, "user", "delete", user)
     gone = cli(moldau_bin, secured.bootstrap, admin_config, "user", "list", user, check=False)

@@ -17,8 +17,10 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError
 
+from clients import authentication_error, confluent_produce_error
+from clients import rdkafka_sasl_plaintext as rd_sasl
 from conftest import KafkaNode
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -62,43 +64,6 @@ def cli(moldau_bin, kafka, config, *args, stdin: str | None = None):
     return out
 
 
-def rd(mechanism: str, user: str, password: str) -> dict:
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password}
-
-
-def produce_error(bootstrap: str, topic: str, sec: dict):
-    """The error of one confluent-kafka produce (None when delivered)."""
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000,
-                  "allow.auto.create.topics": False, **sec})
-    try:
-        p.produce(topic, b"v", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    except KafkaException as e:
-        return e.args[0]
-    p.flush(20)
-    return errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT)
-
-
-def authentication_error(bootstrap: str, sec: dict, deadline_s: float = 30.0):
-    """librdkafka's authentication error for these credentials (None if it logs in)."""
-    from confluent_kafka import Producer
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "error_cb": errors.append, **sec})
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        p.poll(0.2)
-        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-        if auth:
-            return auth[0]
-        try:
-            p.list_topics(timeout=1)
-            return None  # Metadata answered: it logged in.
-        except KafkaException:
-            pass
-    raise AssertionError(f"neither logged in nor refused within {deadline_s}s: {errors}")
-
-
 def eventually(check, what: str, deadline_s: float = 60.0):
     """Retries `check` (returns True when the effect is visible) until the deadline."""
     end = time.monotonic() + deadline_s
@@ -116,14 +81,14 @@ def denied(err) -> bool:
 def test_moldau_acl_manages_kafka_acls(secured_kafka, moldau_bin, admin_config):
     kafka = secured_kafka
     topic = f"cli-kafka-{uuid.uuid4().hex[:6]}"
-    alice = rd("PLAIN", "alice", "alice-secret")
+    alice = rd_sasl("PLAIN", "alice", "alice-secret")
     cli(moldau_bin, kafka, admin_config, "topic", "create", topic, "--partitions", "1")
-    assert denied(produce_error(kafka.sasl, topic, alice))
+    assert denied(confluent_produce_error(kafka.sasl, topic, alice))
 
     added = cli(moldau_bin, kafka, admin_config, "acl", "add", "--allow-principal", "User:alice",
                 "--producer", "--topic", topic, "--json")
     assert sorted(a["operation"] for a in json.loads(added.stdout)) == ["CREATE", "DESCRIBE", "WRITE"]
-    eventually(lambda: produce_error(kafka.sasl, topic, alice) is None, "alice may write after acl add")
+    eventually(lambda: confluent_produce_error(kafka.sasl, topic, alice) is None, "alice may write after acl add")
 
     listed = json.loads(cli(moldau_bin, kafka, admin_config, "acl", "list", "--topic", topic,
                             "--json").stdout)
@@ -147,7 +112,7 @@ def test_moldau_acl_manages_kafka_acls(secured_kafka, moldau_bin, admin_config):
 
     removed = cli(moldau_bin, kafka, admin_config, "acl", "remove", "--topic", topic, "--json")
     assert len(json.loads(removed.stdout)) == 3, removed.stdout
-    eventually(lambda: denied(produce_error(kafka.sasl, topic, alice)), "alice denied after acl remove")
+    eventually(lambda: denied(confluent_produce_error(kafka.sasl, topic, alice)), "alice denied after acl remove")
 
 
 def test_moldau_user_manages_kafka_scram_users(secured_kafka, moldau_bin, admin_config):
@@ -165,7 +130,7 @@ def test_moldau_user_manages_kafka_scram_users(secured_kafka, moldau_bin, admin_
         "--operation", "Write", "--operation", "Describe", "--topic", topic)
 
     # Kafka verifies the client-side salted password: both clients log in and write.
-    eventually(lambda: produce_error(kafka.sasl, topic, rd("SCRAM-SHA-256", user, password)) is None,
+    eventually(lambda: confluent_produce_error(kafka.sasl, topic, rd_sasl("SCRAM-SHA-256", user, password)) is None,
                "confluent-kafka SCRAM-SHA-256 login and write")
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=kafka.sasl, request_timeout_ms=20000,
@@ -177,5 +142,5 @@ def test_moldau_user_manages_kafka_scram_users(secured_kafka, moldau_bin, admin_
         p.close()
 
     cli(moldau_bin, kafka, admin_config, "user", "delete", user)
-    eventually(lambda: authentication_error(kafka.sasl, rd("SCRAM-SHA-256", user, password)) is not None,
+    eventually(lambda: authentication_error(kafka.sasl, rd_sasl("SCRAM-SHA-256", user, password)) is not None,
                "no SCRAM login after user delete")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -24,6 +24,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+from clients import confluent_consumer, confluent_produce, confluent_watermarks
 
 DEADLINE_S = 60.0
 BIG = b"x" * 10_000
@@ -203,3 +205,65 @@ def test_broker_logger_levels_change_at_runtime_and_are_not_persisted(brokers):
         assert levels("broker.connection")["broker.connection"][0] == "INFO", "log levels were persisted"
     finally:
         kadmin.close()
+
+
+def _records_up_to_end(bootstrap: str, topic: str) -> list:
+    """Every record of partition 0 from the start to the last offset (compaction leaves gaps)."""
+    _, high = confluent_watermarks(bootstrap, topic)
+    c = confluent_consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out = []
+        deadline = time.monotonic() + DEADLINE_S
+        while (not out or out[-1].offset() < high - 1) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m)
+        assert out and out[-1].offset() == high - 1, f"read {len(out)} records, not to offset {high - 1}"
+        return out
+    finally:
+        c.close()
+
+
+def test_log_cleaner_backoff_ms_is_dynamic(brokers):
+    """`log.cleaner.backoff.ms` changes at runtime, as in Kafka: a broker started with a cleaner
+    pause of an hour compacts nothing until kafka-python lowers it; then the committed change
+    ends the pause at once. librdkafka describes it (DYNAMIC_BROKER_CONFIG, writable) and deletes
+    it again; a bad value is refused."""
+    server = brokers.start("cleaner", **{"log.cleaner.backoff.ms": 3_600_000})
+    b = server.bootstrap
+    cadmin = AdminClient({"bootstrap.servers": b})
+    entry = describe_broker(cadmin, "1")["log.cleaner.backoff.ms"]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        "3600000", ConfigSource.STATIC_BROKER_CONFIG.value, False)
+
+    # Small segments so most of the log is in closed (cleanable) segments; 10 keys x 30 values.
+    topic = "cleaner-dynamic"
+    cadmin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})]
+    )[topic].result(timeout=30)
+    records = [{"key": f"k{i % 10}".encode(), "value": f"v{i}".encode() + b"." * 40} for i in range(300)]
+    confluent_produce(b, topic, records, batch_num_messages=5)  # batches below segment.bytes
+    assert len(_records_up_to_end(b, topic)) == 300, "compacted before the backoff was lowered"
+
+    for bad in ("-1", "soon"):
+        outcome = kafka_python_alter(b, "1", {"log.cleaner.backoff.ms": bad})
+        assert "InvalidRequestError" in outcome, (bad, outcome)
+    assert kafka_python_alter(b, "1", {"log.cleaner.backoff.ms": "100"}) == "OK"
+    entry = describe_broker(cadmin, "1")["log.cleaner.backoff.ms"]
+    assert (entry.value, entry.source) == ("100", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+    def compacted():
+        kept = _records_up_to_end(b, topic)
+        return True if len(kept) < 300 else f"{len(kept)} records"
+    wait_for("compaction after log.cleaner.backoff.ms=100", compacted)
+    latest = {}
+    for m in _records_up_to_end(b, topic):
+        latest[m.key()] = m.value()
+    assert latest == {f"k{i % 10}".encode(): f"v{i}".encode() + b"." * 40 for i in range(290, 300)}
+
+    r = CResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.cleaner.backoff.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    cadmin.incremental_alter_configs([r])[r].result(timeout=30)
+    wait_for("dynamic log.cleaner.backoff.ms removed",
+             lambda: describe_broker(cadmin, "1")["log.cleaner.backoff.ms"].value == "3600000")

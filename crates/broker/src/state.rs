@@ -65,6 +65,8 @@ pub struct BrokerState {
     /// The effective broker-level keys: the static config overlaid by the committed dynamic
     /// broker configs (cluster default, then this broker's own); topic defaults resolve here.
     broker_props: RwLock<Arc<BTreeMap<String, String>>>,
+    /// Bumped after every change of `broker_props` (tasks that read a dynamic key wait on it).
+    broker_props_version: watch::Sender<u64>,
     /// The offset of the last image this node applied (hosted partitions follow it).
     applied: watch::Sender<i64>,
     pub replicas: ReplicaManager,
@@ -173,6 +175,7 @@ impl BrokerState {
             data_dir,
             image: RwLock::new(Arc::new(MetadataImage::empty())),
             broker_props: RwLock::new(Arc::new(config.props.clone())),
+            broker_props_version: watch::Sender::new(0),
             applied: watch::Sender::new(-1),
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
@@ -320,6 +323,8 @@ impl BrokerState {
                 .broker_layers(self.node_id, &self.config.props)
                 .effective();
             *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
+            self.broker_props_version
+                .send_modify(|v| *v = v.wrapping_add(1));
         }
         if self.config.roles.broker && !delta.full {
             self.count_isr_changes(&image, &delta);
@@ -771,11 +776,53 @@ impl BrokerState {
         );
         log_dirs::spawn_checkpointer(self);
         log_dirs::spawn_offline_retry(self);
-        self.spawn_periodic(
-            "compaction",
-            every(self.config.log_cleaner_backoff_ms),
-            |p| p.log.run_compaction().map(|_| ()),
-        );
+        self.spawn_cleaner();
+    }
+
+    /// `log.cleaner.backoff.ms` in force: the effective (possibly dynamic) value, else the
+    /// static one.
+    fn cleaner_backoff(&self) -> Duration {
+        let ms = self
+            .broker_props()
+            .get(model::config::CLEANER_BACKOFF_MS)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(self.config.log_cleaner_backoff_ms);
+        Duration::from_millis(ms.max(10) as u64)
+    }
+
+    /// The cleaner: a compaction pass over every hosted partition, then a pause of
+    /// `log.cleaner.backoff.ms`. The key is dynamic (as Kafka's cleaner, which restarts its
+    /// threads when it changes): the pause is re-read before each wait, and a committed change
+    /// of the value ends the current wait with a pass at once.
+    fn spawn_cleaner(self: &Arc<Self>) {
+        let state = self.clone();
+        self.tasks.spawn(async move {
+            let mut changes = state.broker_props_version.subscribe();
+            loop {
+                let backoff = state.cleaner_backoff();
+                let pause = tokio::time::sleep(backoff);
+                tokio::pin!(pause);
+                loop {
+                    tokio::select! {
+                        _ = state.cancel.cancelled() => return,
+                        _ = &mut pause => break,
+                        // `state` owns the sender, so this never ends in an error.
+                        Ok(()) = changes.changed() => {
+                            if state.cleaner_backoff() != backoff {
+                                tracing::info!(
+                                    backoff_ms = state.cleaner_backoff().as_millis() as u64,
+                                    "log.cleaner.backoff.ms changed: cleaning now"
+                                );
+                                break;
+                            }
+                        }
+                    }
+                }
+                state
+                    .run_on_every_partition("compaction", |p| p.log.run_compaction().map(|_| ()))
+                    .await;
+            }
+        });
     }
 
     fn spawn_periodic(
@@ -794,20 +841,29 @@ impl BrokerState {
                     _ = state.cancel.cancelled() => return,
                     _ = ticker.tick() => {}
                 }
-                let partitions = state.replicas.all();
-                let result = tokio::task::spawn_blocking(move || {
-                    for p in partitions {
-                        if let Err(e) = job(&p) {
-                            tracing::error!(job = name, partition = %p.tp, error = %e, "background log job failed");
-                        }
-                    }
-                })
-                .await;
-                if let Err(e) = result {
-                    tracing::error!(job = name, error = %e, "background log job panicked");
-                }
+                state.run_on_every_partition(name, job).await;
             }
         });
+    }
+
+    /// Runs a log job over every hosted partition on the blocking pool.
+    async fn run_on_every_partition(
+        &self,
+        name: &'static str,
+        job: fn(&Arc<Partition>) -> Result<(), storage::StorageError>,
+    ) {
+        let partitions = self.replicas.all();
+        let result = tokio::task::spawn_blocking(move || {
+            for p in partitions {
+                if let Err(e) = job(&p) {
+                    tracing::error!(job = name, partition = %p.tp, error = %e, "background log job failed");
+                }
+            }
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::error!(job = name, error = %e, "background log job panicked");
+        }
     }
 
     /// Flushes every log, writes clean-shutdown markers and the recovery-point and

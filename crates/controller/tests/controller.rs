@@ -306,6 +306,8 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
     h.register(1, None);
     alter_broker(&mut h, "", &[("log.retention.ms", Some("1000"))], false).unwrap();
     alter_broker(&mut h, "1", &[("message.max.bytes", Some("2000"))], false).unwrap();
+    alter_broker(&mut h, "", &[("log.cleaner.backoff.ms", Some("0"))], false).unwrap();
+    assert_eq!(h.image.broker_configs[""]["log.cleaner.backoff.ms"], "0");
     // Keys Moldau does not know are kept, as Kafka keeps them.
     alter_broker(&mut h, "", &[("some.plugin.key", Some("x"))], false).unwrap();
     assert_eq!(h.image.broker_configs[""]["log.retention.ms"], "1000");
@@ -320,6 +322,8 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
         ("", "min.insync.replicas", "0"),
         ("", "log.message.timestamp.type", "Bogus"),
         ("", "log.dirs", "/tmp/x"),
+        ("", "log.cleaner.backoff.ms", "-1"),
+        ("", "log.cleaner.backoff.ms", "soon"),
         ("1", "node.id", "7"),
         ("foo", "log.retention.ms", "1"),
         ("-1", "log.retention.ms", "1"),

@@ -971,13 +971,20 @@ pub fn broker_config_def(name: &str) -> Option<&'static ConfigDef> {
 
 /// Whether a broker-level key may be changed at runtime (DescribeConfigs `read_only` false),
 /// per broker or cluster-wide: the topic defaults, as Kafka's `DynamicLogConfig` allows. They
-/// take effect on every hosted partition as soon as the change is committed. Kafka also makes
-/// thread pools, quotas, listeners and connection limits dynamic; Moldau's equivalents are
-/// static for now, so they are refused rather than stored and silently ignored.
+/// take effect on every hosted partition as soon as the change is committed; the connection
+/// limits; the cleaner's `log.cleaner.backoff.ms`. Kafka also makes thread pools, listeners
+/// and the cleaner's pool keys dynamic; Moldau's equivalents are static or absent, so they are
+/// refused rather than stored and silently ignored.
 pub fn is_dynamic_broker_config(name: &str) -> bool {
     TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(name))
         || CONNECTION_LIMIT_CONFIGS.contains(&name)
+        || name == CLEANER_BACKOFF_MS
 }
+
+/// How long the cleaner pauses between passes, dynamic as in Kafka (`LogCleaner`'s
+/// reconfigurable keys): the compaction task reads it from the effective broker configs
+/// before each pause and starts a pass at once when a committed change alters it.
+pub const CLEANER_BACKOFF_MS: &str = "log.cleaner.backoff.ms";
 
 /// The connection limits, dynamic as in Kafka (`DynamicConnectionQuota`): the accept loop
 /// reads them from the effective broker configs at each connection.
@@ -1028,6 +1035,9 @@ fn validate_connection_limit(key: &str, value: &str) -> Result<(), ConfigError> 
 pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), ConfigError> {
     if CONNECTION_LIMIT_CONFIGS.contains(&key) {
         return validate_connection_limit(key, value);
+    }
+    if key == CLEANER_BACKOFF_MS {
+        return at_least(key, value, parse_i64(key, value)?, 0).map(|_| ());
     }
     if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
         return TopicConfig::validate(def.name, value)
@@ -1758,7 +1768,7 @@ impl BrokerConfig {
             queued_max_request_bytes: long("queued.max.request.bytes", -1)?,
             queued_max_response_bytes: long("queued.max.response.bytes", 0)?,
             log_retention_check_interval_ms: long("log.retention.check.interval.ms", 1)?,
-            log_cleaner_backoff_ms: long("log.cleaner.backoff.ms", 1)?,
+            log_cleaner_backoff_ms: long(CLEANER_BACKOFF_MS, 0)?,
             log_flush_scheduler_interval_ms: long("log.flush.scheduler.interval.ms", 1)?,
             log_io_threads: int("log.io.threads", 1)?,
             log_offline_retry_interval_ms: long("log.offline.retry.interval.ms", 1)?,

@@ -29,7 +29,8 @@ fn three_members_share_six_partitions_without_overlap() {
     // The first member gets everything at once.
     assert_eq!(clients[0].heartbeat(&mut h), ErrorCode::None);
     assert_eq!(count(&clients[0].owned), 6);
-    assert_eq!(clients[0].epoch, 1);
+    // Kafka 4.4 starts a new group at epoch 2 (see `next_group_epoch`).
+    assert_eq!(clients[0].epoch, 2);
     settle(&mut h, &mut clients);
     let owned: Vec<_> = clients.iter().map(|c| &c.owned).collect();
     assert_eq!(union(&owned).len(), 6);
@@ -39,15 +40,31 @@ fn three_members_share_six_partitions_without_overlap() {
     let d = h.describe("g");
     assert_eq!(d.error_code, 0);
     assert_eq!(d.group_state.as_str(), "Stable");
-    assert_eq!(d.group_epoch, 3);
-    assert_eq!(d.assignment_epoch, 3);
+    assert_eq!(d.group_epoch, 4);
+    assert_eq!(d.assignment_epoch, 4);
     assert_eq!(d.assignor_name.as_str(), "uniform");
     assert_eq!(d.members.len(), 3);
     for m in &d.members {
-        assert_eq!(m.member_epoch, 3);
+        assert_eq!(m.member_epoch, 4);
         assert_eq!(m.member_type, 1);
         assert_eq!(m.assignment.topic_partitions[0].topic_name.0.as_str(), "t");
     }
+    h.check_replay();
+}
+
+#[test]
+fn a_new_group_starts_at_epoch_two_as_in_kafka_4_4() {
+    // Kafka 4.4 writes the first ConsumerGroupMetadata record of a group with epoch 2, whether
+    // its first member subscribes to a topic that exists or not; each later change adds one.
+    let mut h = H::new(topics(&[("t", 2)]));
+    let r = h.hb(&Hb::join("g", "a", &["t"]));
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    let r = h.hb(&Hb::join("g2", "a", &["nosuch"]));
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    let d = h.describe("g");
+    assert_eq!((d.group_epoch, d.assignment_epoch), (2, 2));
+    assert_eq!(h.hb(&Hb::join("g", "b", &["t"])).error_code, 0);
+    assert_eq!(h.describe("g").group_epoch, 3);
     h.check_replay();
 }
 
@@ -61,7 +78,7 @@ fn partitions_move_only_after_revocation() {
     let mut b = Client::new("g", "b", &["t"]);
     b.heartbeat(&mut h);
     assert_eq!(count(&b.owned), 0);
-    assert_eq!(b.epoch, 2);
+    assert_eq!(b.epoch, 3);
     // a keeps its epoch while revoking (this client revokes at once).
     let before = a.epoch;
     a.heartbeat(&mut h);
@@ -71,7 +88,7 @@ fn partitions_move_only_after_revocation() {
     );
     assert_eq!(count(&a.owned), 2);
     a.heartbeat(&mut h);
-    assert_eq!(a.epoch, 2);
+    assert_eq!(a.epoch, 3);
     b.heartbeat(&mut h);
     assert_eq!(count(&b.owned), 2);
     union(&[&a.owned, &b.owned]);
@@ -308,7 +325,7 @@ fn group_max_size_is_enforced() {
     assert_eq!(r.error_code, ErrorCode::GroupMaxSizeReached.code());
     // Existing members still heartbeat.
     let mut hb = Hb::join("g", "a", &["t"]);
-    hb.epoch = 1;
+    hb.epoch = 2;
     hb.owned = Some(Vec::new());
     assert_eq!(h.hb(&hb).error_code, 0);
 }
@@ -502,42 +519,42 @@ fn an_older_member_epoch_commits_the_partitions_held_since_then() {
     let mut h = H::new(topics(&[("t", 4)]));
     let mut ab = vec![Client::new("g", "a", &["t"])];
     ab[0].heartbeat(&mut h);
-    assert_eq!(ab[0].epoch, 1);
+    assert_eq!(ab[0].epoch, 2);
     ab.push(Client::new("g", "b", &["t"]));
     settle(&mut h, &mut ab);
     let (mut a, mut b) = (ab[0].clone(), ab[1].clone());
-    assert_eq!((a.epoch, b.epoch), (2, 2));
+    assert_eq!((a.epoch, b.epoch), (3, 3));
     let kept: Vec<i32> = a.owned.values().flatten().copied().collect();
     let moved: Vec<i32> = b.owned.values().flatten().copied().collect();
     assert_eq!((kept.len(), moved.len()), (2, 2));
-    // a held `kept` since epoch 1: its epoch-1 commits of them are accepted.
-    assert_eq!(h.commit("g", "a", 1, "t", kept[0], 10), ErrorCode::None);
-    assert_eq!(h.commit("g", "a", 2, "t", kept[1], 11), ErrorCode::None);
+    // a held `kept` since epoch 2: its epoch-2 commits of them are accepted.
+    assert_eq!(h.commit("g", "a", 2, "t", kept[0], 10), ErrorCode::None);
+    assert_eq!(h.commit("g", "a", 3, "t", kept[1], 11), ErrorCode::None);
     // What moved to b is not a's any more, whatever the epoch.
     assert_eq!(
-        h.commit("g", "a", 1, "t", moved[0], 12),
+        h.commit("g", "a", 2, "t", moved[0], 12),
         ErrorCode::StaleMemberEpoch
     );
-    // b got its partitions at epoch 2: epoch 1 is too old for them, 3 is from the future.
-    assert_eq!(h.commit("g", "b", 2, "t", moved[0], 13), ErrorCode::None);
+    // b got its partitions at epoch 3: epoch 2 is too old for them, 4 is from the future.
+    assert_eq!(h.commit("g", "b", 3, "t", moved[0], 13), ErrorCode::None);
     assert_eq!(
-        h.commit("g", "b", 1, "t", moved[0], 14),
+        h.commit("g", "b", 2, "t", moved[0], 14),
         ErrorCode::StaleMemberEpoch
     );
     assert_eq!(
-        h.commit("g", "b", 3, "t", moved[0], 14),
+        h.commit("g", "b", 4, "t", moved[0], 14),
         ErrorCode::StaleMemberEpoch
     );
-    // b leaves; a takes everything at epoch 3: its old partitions keep epoch 1.
+    // b leaves; a takes everything at epoch 4: its old partitions keep epoch 2.
     assert_eq!(b.leave(&mut h), ErrorCode::None);
     settle(&mut h, std::slice::from_mut(&mut a));
-    assert_eq!((a.epoch, count(&a.owned)), (3, 4));
-    assert_eq!(h.commit("g", "a", 1, "t", kept[0], 20), ErrorCode::None);
+    assert_eq!((a.epoch, count(&a.owned)), (4, 4));
+    assert_eq!(h.commit("g", "a", 2, "t", kept[0], 20), ErrorCode::None);
     assert_eq!(
-        h.commit("g", "a", 2, "t", moved[1], 21),
+        h.commit("g", "a", 3, "t", moved[1], 21),
         ErrorCode::StaleMemberEpoch
     );
-    assert_eq!(h.commit("g", "a", 3, "t", moved[1], 22), ErrorCode::None);
+    assert_eq!(h.commit("g", "a", 4, "t", moved[1], 22), ErrorCode::None);
     assert_eq!(h.fetch("g", None, -1, "t", kept[0]), Ok(20));
     assert_eq!(h.fetch("g", None, -1, "t", moved[0]), Ok(13));
     assert_eq!(h.fetch("g", None, -1, "t", moved[1]), Ok(22));

@@ -735,7 +735,7 @@ impl GroupCoordinator {
                 );
             }
             if bump {
-                let epoch = g.epoch + 1;
+                let epoch = next_group_epoch(g.epoch);
                 emit(
                     g,
                     CgRecord::GroupEpoch {
@@ -1630,5 +1630,19 @@ impl ConsumerGroup {
     /// has members).
     pub(crate) fn subscribed_topics(&self) -> BTreeSet<String> {
         self.subscribed_topic_counts().into_keys().collect()
+    }
+}
+
+/// The group epoch after a bump. A group that has none yet (created by this heartbeat) gets
+/// epoch 2, as Kafka 4.4 does: its first `ConsumerGroupMetadata` record carries epoch 2 for a
+/// member subscribing by name, to a topic that does not exist, or alone (seen with Kafka's
+/// `DumpLogSegments --offsets-decoder` on the reference kit's `__consumer_offsets`), and every
+/// later bump adds one. So the first member's epoch, the assignment epoch and every later
+/// epoch are the ones Kafka's clients and tools see.
+pub(crate) fn next_group_epoch(epoch: i32) -> i32 {
+    if epoch == 0 {
+        2
+    } else {
+        epoch.saturating_add(1)
     }
 }

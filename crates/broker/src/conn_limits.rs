@@ -78,7 +78,7 @@ impl Default for ConnectionCounts {
             total: AtomicUsize::new(0),
             closed: tokio::sync::Notify::new(),
             start: Instant::now(),
-            creation: Mutex::new(SampledRate::new(0)),
+            creation: Mutex::new(SampledRate::new()),
         }
     }
 }
@@ -143,18 +143,16 @@ impl ConnectionCounts {
     /// Records an accepted connection against `max.connection.creation.rate`; returns how
     /// long to pause accepting (ms) to bring the rate back to it, as Kafka's acceptor throttle.
     pub fn record_creation(&self, limits: &Limits, rate: RateConfig) -> u64 {
-        if limits.creation_rate == f64::MAX {
+        if limits.creation_rate == f64::MAX || limits.creation_rate <= 0.0 {
             return 0;
         }
         let now = self.start.elapsed().as_millis() as i64;
         let mut s = self.creation.lock().unwrap_or_else(|e| e.into_inner());
         s.record(&rate, 1.0, now);
-        let measured = s.measure(&rate, now);
-        if measured <= limits.creation_rate || limits.creation_rate <= 0.0 {
-            return 0;
-        }
-        let window = s.window_size_ms(&rate, now) as f64;
-        ((measured - limits.creation_rate) / limits.creation_rate * window).max(0.0) as u64
+        // Bounded by one window, as Kafka's acceptor throttle.
+        let throttle =
+            auth::quota::throttle_ms(&rate, rate.window_ms, &mut s, limits.creation_rate, now);
+        throttle.max(0) as u64
     }
 }
 

@@ -94,6 +94,20 @@ impl ClientQuotas {
         }
     }
 
+    /// The largest fetch response the client's consumer byte rate allows at once (Kafka's
+    /// `maxValueInQuotaWindow`), `None` without a fetch quota for it.
+    pub fn max_fetch_bytes(&self, user: &str, client_id: &str) -> Option<usize> {
+        let kind = QuotaKind::Fetch;
+        if !self.enabled(kind) {
+            return None;
+        }
+        let max = self.managers[slot(kind)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .max_value_in_window(user, client_id)?;
+        Some(max.clamp(1.0, usize::MAX as f64) as usize)
+    }
+
     /// The throttle time the client's current rate calls for, recording nothing (the
     /// request quota is recorded after the handler ran, but announced in its response).
     pub fn pending(&self, kind: QuotaKind, user: &str, client_id: &str) -> i64 {

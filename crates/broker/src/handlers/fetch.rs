@@ -74,7 +74,7 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
         ctx.access
             .allows_topic(model::acl::AclOperation::Read, &name)
     };
-    let plan = Plan {
+    let mut plan = Plan {
         version: ctx.version,
         replica_id: (replica_id >= 0).then_some(replica_id),
         topics: req
@@ -99,14 +99,24 @@ pub fn fetch(state: &Arc<BrokerState>, ctx: Ctx, req: FetchRequest) -> Reply {
             .collect(),
         // A response never exceeds the broker's `fetch.max.bytes`, whatever the client asks
         // (KIP-74's first batch aside), so one fetch can't pin unbounded memory.
+        // A consumer's response is also bounded by what its fetch quota could ever let
+        // through at once (Kafka's `maxValueInQuotaWindow`), or it would be throttled forever.
         max_bytes: if req.max_bytes <= 0 {
             state.config.fetch_max_bytes
         } else {
             (req.max_bytes as usize).min(state.config.fetch_max_bytes)
-        },
+        }
+        .min(
+            ctx.quota
+                .as_ref()
+                .filter(|_| replica_id < 0)
+                .and_then(|q| state.quotas.max_fetch_bytes(&q.user, &q.client_id))
+                .unwrap_or(usize::MAX),
+        ),
         min_bytes: req.min_bytes.max(0) as usize,
         read_committed: req.isolation_level == 1,
     };
+    plan.min_bytes = plan.min_bytes.min(plan.max_bytes);
     let mut version_rx = state.data_version.subscribe();
     version_rx.borrow_and_update();
     let (resp, bytes, errors, sent) = read(state, &plan);

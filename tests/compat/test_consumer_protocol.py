@@ -425,3 +425,69 @@ def test_group_id_only_transactional_offsets_into_a_live_consumer_group(cbroker)
         assert_no_errors([m])
     finally:
         m.stop()
+
+
+def _kafka_python_commit(bootstrap, group, member_id, epoch, topic, partition, offset):
+    """OffsetCommit v9+ (the consumer-protocol versions) encoded and sent by kafka-python to the
+    group's coordinator, with the member id and epoch given: the error name of the partition."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.consumer import OffsetCommitRequest
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        _Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        request = OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+            group_instance_id=None, retention_time_ms=-1,
+            topics=[_Topic(name=topic, partitions=[_Topic.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
+                committed_metadata="")])],
+            min_version=9, max_version=9)  # v10 names topics by id
+
+        async def send():
+            node = await admin._find_coordinator_id(group)
+            return await admin._manager.send(request, node_id=node)
+        response = admin._manager.run(send)
+        return KafkaError(response.topics[0].partitions[0].error_code).name()
+    finally:
+        admin.close()
+
+
+def stale_epoch_commit_outcomes(bootstrap):
+    """A librdkafka member (group.protocol=consumer) owns both partitions of a topic; kafka-python
+    commits for it with an older member epoch, an unknown member and the member's own commit
+    path is checked to still work. Returns what each commit answered and the committed offsets.
+    Member epochs start at 2 (Kafka 4.4), so epoch 1 is older than any the member held."""
+    topic, group = uniq("cpstale"), uniq("grp")
+    create_topic(bootstrap, topic, 2)
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    c = Consumer(conf)
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while len(c.assignment()) < 2 and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert len(c.assignment()) == 2, f"assignment {c.assignment()}"
+        member = c.memberid()
+        out = {
+            "older epoch": _kafka_python_commit(bootstrap, group, member, 1, topic, 0, 7),
+            "unknown member": _kafka_python_commit(bootstrap, group, "nobody", 1, topic, 0, 8),
+        }
+        c.commit(offsets=[TopicPartition(topic, 1, 5)], asynchronous=False)
+        committed = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+        out["committed"] = [tp.offset for tp in committed]
+        return out
+    finally:
+        c.close()
+
+
+def test_a_commit_with_an_older_member_epoch_is_stale(cbroker):
+    """kafka-python's OffsetCommit for a consumer-protocol member with an epoch older than any
+    it held gets STALE_MEMBER_EPOCH (an unknown member UNKNOWN_MEMBER_ID) and changes nothing,
+    while librdkafka's own commit at its current epoch is accepted: what Apache Kafka 4.4
+    answers to the same function (checked against the reference kit)."""
+    assert stale_epoch_commit_outcomes(cbroker.bootstrap) == {
+        "older epoch": "STALE_MEMBER_EPOCH",
+        "unknown member": "UNKNOWN_MEMBER_ID",
+        "committed": [-1001, 5],
+    }

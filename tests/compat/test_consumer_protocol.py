@@ -491,3 +491,57 @@ def test_a_commit_with_an_older_member_epoch_is_stale(cbroker):
         "unknown member": "UNKNOWN_MEMBER_ID",
         "committed": [-1001, 5],
     }
+
+
+def test_uniform_assignment_follows_client_rack_on_three_racked_brokers(brokers, tmp_path):
+    """A controller and three brokers with `broker.rack` r2, r3, r4; a topic of six partitions
+    with one replica each (two per broker). Three librdkafka members (group.protocol=consumer,
+    the default `uniform` assignor) with `client.rack` r2, r3, r4 each get exactly the two
+    partitions whose replica is in their own rack: balance and rack locality agree here, and
+    Moldau's uniform assignor then takes the rack-local choice. (Kafka 4.4's server-side
+    uniform and range assignors ignore racks; Moldau's range assignor does too.)"""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cluster = {"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk", "controller.listener.names": "CONTROLLER",
+               "controller.quorum.voters": f"1@127.0.0.1:{port}",
+               "broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 250}
+    args = [str(brokers.binary), "server", "--data-dir", str(tmp_path / "controller"),
+            "--set", "node.id=1", "--set", "process.roles=controller",
+            "--set", f"listeners=CONTROLLER://127.0.0.1:{port}"]
+    for k, v in cluster.items():
+        args += ["--set", f"{k}={v}"]
+    with open(tmp_path / "controller.log", "wb") as log:
+        controller = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    members = []
+    try:
+        nodes = [brokers.start(f"b{n}", **{"node.id": n, "process.roles": "broker", "broker.rack": f"r{n}",
+                                          **SETTINGS, **cluster}) for n in (2, 3, 4)]
+        bootstrap = nodes[0].bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(lambda: sorted(admin.list_topics(timeout=10).brokers) == [2, 3, 4], WAIT_S,
+                   "three brokers registered")
+        topic, group = uniq("cprack"), uniq("grp")
+        create_topic(bootstrap, topic, 6)
+        leaders = {p.id: p.leader for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+        by_rack = {f"r{n}": {(topic, p) for p, leader in leaders.items() if leader == n} for n in (2, 3, 4)}
+        assert sorted(len(v) for v in by_rack.values()) == [2, 2, 2], leaders
+        members = [Kip848Member(bootstrap, group, [topic], name=f"rack-r{n}", **{"client.rack": f"r{n}"})
+                   for n in (2, 3, 4)]
+        for m in members:
+            m.start()
+        wait_until(lambda: [m.snapshot() for m in members] == [by_rack[f"r{n}"] for n in (2, 3, 4)], WAIT_S,
+                   f"each member holds its rack's partitions {by_rack}")
+        assert_no_errors(members)
+    finally:
+        stop_members(members)
+        assert not brokers.stop_all()
+        controller.terminate()
+        try:
+            controller.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+            controller.wait()

@@ -4,10 +4,12 @@
 //! - `uniform` (Kafka's default): balanced (members' partition counts differ by at most one
 //!   when all subscribe to the same topics; as balanced as the subscriptions allow
 //!   otherwise) and sticky: a member keeps every partition of its current target it can keep
-//!   within its share, so a join or leave moves only the partitions it must. Partitions that
-//!   do move prefer members in a rack holding one of the partition's replicas (when members
-//!   send a rack id and brokers have `broker.rack`); Kafka 4's uniform assignor ignores
-//!   racks, this one never trades balance for them.
+//!   within its share, so a join or leave moves only the partitions it must. When members
+//!   send a rack id and brokers have `broker.rack` (same subscriptions), rack locality comes
+//!   before stickiness: a member keeps first what lies in its rack, partitions go to a member
+//!   with room in one of their replicas' racks, and only then back to their holder; in mixed
+//!   subscriptions racks only break ties. Kafka 4.4's server-side assignors ignore racks;
+//!   this one never trades balance for them.
 //! - `range`: Kafka's server-side range assignor: per topic, subscribers ordered by instance
 //!   id (static members first) then member id each get a contiguous range; co-partitioned
 //!   topics get the same partition numbers.
@@ -206,6 +208,18 @@ impl<'a, 'b> Builder<'a, 'b> {
             .is_some_and(|racks| racks.iter().any(|r| r == rack))
     }
 
+    /// Whether a member should keep a partition on rack grounds: it is in one of the
+    /// partition's replica racks, or either side has no rack to compare.
+    fn rack_local_or_unknown(&self, i: usize, tp: &(TopicId, i32)) -> bool {
+        let unknown = self.members[i].rack.is_none()
+            || self
+                .topics
+                .get(&tp.0)
+                .and_then(|s| usize::try_from(tp.1).ok().and_then(|p| s.racks.get(p)))
+                .is_none_or(|r| r.is_empty());
+        unknown || self.rack_match(i, tp)
+    }
+
     fn homogeneous(&mut self) {
         let topics = self.members[0].topics.clone();
         let total: usize = topics
@@ -222,20 +236,30 @@ impl<'a, 'b> Builder<'a, 'b> {
         for i in by_size.iter().take(extra) {
             quota[*i] += 1;
         }
+        let any_racks = self.members.iter().any(|m| m.rack.is_some());
+        // With racks, a member first keeps only what is local to it (or has no rack to
+        // match); what it held elsewhere goes back to it below only if no member in the
+        // partition's rack has room. Without racks every current partition is kept first.
+        let mut elsewhere: Vec<((TopicId, i32), usize)> = Vec::new();
         for (i, cur) in current.into_iter().enumerate() {
             for tp in cur {
                 if self.owned[i].len() >= quota[i] {
                     break;
                 }
-                if !self.owner.contains_key(&tp) {
+                if self.owner.contains_key(&tp) {
+                    continue;
+                }
+                if any_racks && !self.rack_local_or_unknown(i, &tp) {
+                    elsewhere.push((tp, i));
+                } else {
                     self.give(i, tp);
                 }
             }
         }
+        let previous: HashMap<(TopicId, i32), usize> = elsewhere.into_iter().collect();
         self.collect_unassigned(&topics);
         let unassigned = std::mem::take(&mut self.unassigned);
         let room = |b: &Builder, i: usize| quota[i] > b.owned[i].len();
-        let any_racks = self.members.iter().any(|m| m.rack.is_some());
         let mut left = Vec::with_capacity(unassigned.len());
         if any_racks {
             // First pass: a partition goes to a member with room in one of its racks.
@@ -267,6 +291,15 @@ impl<'a, 'b> Builder<'a, 'b> {
                 }
                 left.push(tp);
             }
+            // Sticky again: a partition nobody in its racks took goes back to its holder.
+            let mut rest = Vec::with_capacity(left.len());
+            for tp in left {
+                match previous.get(&tp) {
+                    Some(&i) if room(self, i) => self.give(i, tp),
+                    _ => rest.push(tp),
+                }
+            }
+            left = rest;
         } else {
             left = unassigned;
         }
@@ -480,5 +513,42 @@ mod tests {
         let out = assign("uniform", &[a, b], &ts).unwrap();
         assert_eq!(out["a"][&t(1)], [1].into());
         assert_eq!(out["b"][&t(1)], [0].into());
+    }
+
+    #[test]
+    fn uniform_moves_toward_racks_as_members_join_one_by_one() {
+        // Six partitions, partition p's only replica in rack r(p % 3); members with racks r0,
+        // r1, r2 join one after another (each assignment starting from the previous one):
+        // at the end each member holds its own rack's two partitions.
+        let racks: Vec<Vec<String>> = (0..6).map(|p| vec![format!("r{}", p % 3)]).collect();
+        let ts: BTreeMap<TopicId, TopicSpec<'_>> = [(
+            t(1),
+            TopicSpec {
+                partitions: 6,
+                racks: &racks,
+            },
+        )]
+        .into();
+        let names = ["m0", "m1", "m2"];
+        let rack_names = ["r0", "r1", "r2"];
+        let mut current: BTreeMap<String, Assignment> = BTreeMap::new();
+        for joined in 1..=3 {
+            let ms: Vec<MemberSpec<'_>> = (0..joined)
+                .map(|i| {
+                    let mut m = member(names[i], &[1], current.get(names[i]));
+                    m.rack = Some(rack_names[i]);
+                    m
+                })
+                .collect();
+            let next = assign("uniform", &ms, &ts).unwrap();
+            let counts: Vec<usize> = next.values().map(count).collect();
+            assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1);
+            assert_eq!(counts.iter().sum::<usize>(), 6);
+            current = next;
+        }
+        for (i, m) in names.iter().enumerate() {
+            let want: BTreeSet<i32> = [i as i32, i as i32 + 3].into();
+            assert_eq!(current[*m][&t(1)], want, "{m}");
+        }
     }
 }

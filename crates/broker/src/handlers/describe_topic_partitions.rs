@@ -6,8 +6,10 @@
 //! at most `response_partition_limit` partitions (capped by `max.request.partition.size.limit`,
 //! 2000, and at least 1) per answer, and `next_cursor` names where the next answer starts.
 //! No topics named: every topic the client may describe (others are left out); named topics
-//! the client may not describe answer TOPIC_AUTHORIZATION_FAILED, unknown ones
-//! UNKNOWN_TOPIC_OR_PARTITION.
+//! the client may not describe answer TOPIC_AUTHORIZATION_FAILED, invalid names
+//! INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION; a cursor with a negative
+//! partition, or naming a topic the request does not, is INVALID_REQUEST on every topic, and
+//! a topic named "" fails the request with UNKNOWN_SERVER_ERROR on every topic (as Kafka 4.4).
 
 use super::{code, to_uuid, Ctx};
 use crate::state::BrokerState;
@@ -46,8 +48,33 @@ pub fn describe(
     let image = state.image();
     let describable = |name: &str| ctx.access.allows_topic(AclOperation::Describe, name);
     let (cursor_topic, cursor_partition) = req.cursor.as_ref().map_or((String::new(), 0), |c| {
-        (c.topic_name.0.to_string(), c.partition_index.max(0))
+        (c.topic_name.0.to_string(), c.partition_index)
     });
+    // Kafka refuses the whole request (the error on every topic named, in request order)
+    // when the cursor's partition is negative or its topic is not among those named
+    // (INVALID_REQUEST), and fails it when a topic is named "" (UNKNOWN_SERVER_ERROR).
+    let bad_cursor = req.cursor.is_some()
+        && (cursor_partition < 0
+            || (!req.topics.is_empty() && !req.topics.iter().any(|t| *t.name.0 == *cursor_topic)));
+    let refused = if bad_cursor {
+        Some(ErrorCode::InvalidRequest)
+    } else if req.topics.iter().any(|t| t.name.0.is_empty()) {
+        Some(ErrorCode::UnknownServerError)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return DescribeTopicPartitionsResponse::default().with_topics(
+            req.topics
+                .iter()
+                .map(|t| {
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_error_code(code(e))
+                        .with_name(Some(t.name.clone()))
+                })
+                .collect(),
+        );
+    }
     let mut entries: Vec<Entry> = if req.topics.is_empty() {
         image
             .topics
@@ -64,6 +91,8 @@ pub fn describe(
             .map(|n| {
                 if !describable(&n) {
                     Entry::Error(n, ErrorCode::TopicAuthorizationFailed)
+                } else if model::ids::validate_topic_name(&n).is_err() {
+                    Entry::Error(n, ErrorCode::InvalidTopicException)
                 } else if let Some(t) = image.topic(&n) {
                     Entry::Topic(t.clone())
                 } else {
@@ -81,11 +110,16 @@ pub fn describe(
     while let Some(entry) = entries.next() {
         let t = match entry {
             Entry::Error(name, e) => {
-                topics.push(
-                    DescribeTopicPartitionsResponseTopic::default()
-                        .with_error_code(code(e))
-                        .with_name(Some(super::topic_name(&name))),
-                );
+                let mut t = DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(code(e))
+                    .with_name(Some(super::topic_name(&name)));
+                // Kafka hides only what the caller may not describe: an unknown or invalid
+                // topic still carries the operations the caller would have on it.
+                if e != ErrorCode::TopicAuthorizationFailed {
+                    t.topic_authorized_operations =
+                        ctx.access.operations(ResourceType::Topic, &name);
+                }
+                topics.push(t);
                 continue;
             }
             Entry::Topic(t) => t,

@@ -28,26 +28,24 @@ pub async fn alter(
     state: Arc<BrokerState>,
     req: AlterClientQuotasRequest,
 ) -> (AlterClientQuotasResponse, i64) {
+    // Kafka reads each entry's entity into a map by type: a type named twice keeps its last
+    // name, and the answer names the entity as read.
+    let entities: Vec<Vec<(String, Option<String>)>> = req
+        .entries
+        .iter()
+        .map(|e| entity_by_type(&e.entity))
+        .collect();
     let entries = req
         .entries
         .iter()
-        .map(|e| {
-            let entity = e
-                .entity
-                .iter()
-                .map(|d| {
-                    (
-                        d.entity_type.to_string(),
-                        d.entity_name.as_ref().map(|n| n.to_string()),
-                    )
-                })
-                .collect();
+        .zip(&entities)
+        .map(|(e, entity)| {
             let ops = e
                 .ops
                 .iter()
                 .map(|o| (o.key.to_string(), (!o.remove).then_some(o.value)))
                 .collect();
-            (entity, ops)
+            (entity.clone(), ops)
         })
         .collect();
     let answer = state
@@ -71,18 +69,17 @@ pub async fn alter(
         ],
         Err(e) => vec![Err((e.code, e.message)); req.entries.len()],
     };
-    let entries = req
-        .entries
-        .iter()
+    let entries = entities
+        .into_iter()
         .zip(results)
-        .map(|(e, r)| {
+        .map(|(entity, r)| {
             let out = AlterEntryData::default().with_entity(
-                e.entity
-                    .iter()
-                    .map(|d| {
+                entity
+                    .into_iter()
+                    .map(|(t, n)| {
                         AlterEntityData::default()
-                            .with_entity_type(d.entity_type.clone())
-                            .with_entity_name(d.entity_name.clone())
+                            .with_entity_type(str_bytes(t))
+                            .with_entity_name(n.map(str_bytes))
                     })
                     .collect(),
             );
@@ -98,6 +95,22 @@ pub async fn alter(
         AlterClientQuotasResponse::default().with_entries(entries),
         answer.offset,
     )
+}
+
+/// An entry's entity as Kafka reads it: one name per entity type, the last one given, at the
+/// place the type first appears.
+fn entity_by_type(
+    entity: &[protocol::messages::alter_client_quotas_request::EntityData],
+) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = Vec::with_capacity(entity.len());
+    for d in entity {
+        let name = d.entity_name.as_ref().map(|n| n.to_string());
+        match out.iter_mut().find(|(t, _)| **t == *d.entity_type) {
+            Some(slot) => slot.1 = name,
+            None => out.push((d.entity_type.to_string(), name)),
+        }
+    }
+    out
 }
 
 /// DescribeClientQuotas from the metadata image, with Kafka's filter semantics: each

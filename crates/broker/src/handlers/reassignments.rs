@@ -47,8 +47,9 @@ pub fn alter_error_response(
                 )
         })
         .collect();
+    // Like Kafka's `getErrorResponse`, the answer keeps `allow_replication_factor_change` at
+    // its default (true) whatever the request asked.
     AlterPartitionReassignmentsResponse::default()
-        .with_allow_replication_factor_change(req.allow_replication_factor_change)
         .with_error_code(code(error))
         .with_error_message(message.map(str_bytes))
         .with_responses(responses)
@@ -66,6 +67,15 @@ pub async fn alter(
     req: AlterPartitionReassignmentsRequest,
     version: i16,
 ) -> (AlterPartitionReassignmentsResponse, i64) {
+    // Kafka answers a request naming no topic at once, with a default response.
+    if req.topics.is_empty() {
+        return (AlterPartitionReassignmentsResponse::default(), -1);
+    }
+    // With its timeout already over the request reaches Kafka's controller expired.
+    if req.timeout_ms <= 0 {
+        let e = ErrorCode::RequestTimedOut;
+        return (alter_error_response(&req, e, None), -1);
+    }
     let allow_rf_change = version < 1 || req.allow_replication_factor_change;
     let topics = req
         .topics

@@ -383,6 +383,12 @@ pub struct Controller {
     active: bool,
     /// Last heartbeat per broker (soft state of the active controller).
     heartbeats: HashMap<NodeId, i64>,
+    /// The metadata offset each broker last reported applied in a heartbeat (soft state).
+    reported_offsets: HashMap<NodeId, i64>,
+    /// Per broker in controlled shutdown: a committed offset at or after the records that
+    /// moved its leadership away. It may shut down once every other active broker reported
+    /// having applied that far (soft state; Kafka's `controlledShutdownOffset`).
+    shutdown_offsets: HashMap<NodeId, i64>,
     /// When automatic preferred-leader balancing next runs (set on the first tick).
     next_rebalance: Option<i64>,
     ids: Ids,
@@ -397,6 +403,8 @@ impl Controller {
             pending: VecDeque::new(),
             active: false,
             heartbeats: HashMap::new(),
+            reported_offsets: HashMap::new(),
+            shutdown_offsets: HashMap::new(),
             next_rebalance: None,
             ids: Ids(seed),
         }
@@ -449,6 +457,8 @@ impl Controller {
         self.speculative = (*self.committed).clone();
         // Every broker gets a fresh session: their heartbeats went to the old controller.
         self.heartbeats = self.committed.brokers.keys().map(|&id| (id, now)).collect();
+        self.reported_offsets.clear();
+        self.shutdown_offsets.clear();
         tracing::info!(
             node = self.config.node_id,
             offset = self.committed.offset,
@@ -478,6 +488,8 @@ impl Controller {
         self.active = false;
         self.pending.clear();
         self.heartbeats.clear();
+        self.reported_offsets.clear();
+        self.shutdown_offsets.clear();
         self.next_rebalance = None;
         self.speculative = MetadataImage::empty();
     }
@@ -1854,6 +1866,8 @@ impl Controller {
             ));
         }
         self.heartbeats.insert(node_id, now);
+        self.reported_offsets
+            .insert(node_id, current_metadata_offset);
         // Whether the broker has applied the log up to its own registration (which is
         // committed: the broker learnt its epoch from the committed reply).
         let caught_up = self
@@ -1862,34 +1876,41 @@ impl Controller {
             .get(&node_id)
             .filter(|b| b.epoch == broker_epoch)
             .is_some_and(|b| current_metadata_offset >= b.registered_offset);
+        let broker_led_any = self.leads_any(node_id);
         let mut should_shut_down = false;
         if want_shutdown {
-            if !broker.in_controlled_shutdown && !broker.fenced {
-                self.emit(
-                    records,
-                    MetadataRecord::BrokerControlledShutdown {
-                        node_id,
-                        broker_epoch,
-                    },
-                );
-                self.move_leadership_away(records, node_id);
+            // Kafka's controlled shutdown (BrokerHeartbeatManager): leadership moves away
+            // first while the broker stays unfenced, listed in Metadata and serving, so clients
+            // get NOT_LEADER_OR_FOLLOWER with the new leader (KIP-951) instead of a closed
+            // connection; the broker may stop (it is fenced then) only once it leads nothing and
+            // every other active broker has applied the move, so no Metadata answer anywhere
+            // still names it as a leader.
+            if !broker.fenced {
+                let first = !broker.in_controlled_shutdown;
+                if first {
+                    self.emit(
+                        records,
+                        MetadataRecord::BrokerControlledShutdown {
+                            node_id,
+                            broker_epoch,
+                        },
+                    );
+                    self.move_leadership_away(records, node_id);
+                }
+                if (first && !broker_led_any) || self.may_shut_down(node_id) {
+                    self.emit(
+                        records,
+                        MetadataRecord::FenceBroker {
+                            node_id,
+                            broker_epoch,
+                        },
+                    );
+                    self.shutdown_offsets.remove(&node_id);
+                    should_shut_down = true;
+                }
+            } else {
+                should_shut_down = true;
             }
-            // Leadership has moved (or had nowhere to go): nothing keeps the broker up.
-            if !self
-                .speculative
-                .brokers
-                .get(&node_id)
-                .is_some_and(|b| b.fenced)
-            {
-                self.emit(
-                    records,
-                    MetadataRecord::FenceBroker {
-                        node_id,
-                        broker_epoch,
-                    },
-                );
-            }
-            should_shut_down = true;
         } else if want_fence {
             if !broker.fenced {
                 self.emit(
@@ -1921,6 +1942,40 @@ impl Controller {
             is_fenced,
             should_shut_down,
         })
+    }
+
+    /// Whether `node` leads a partition in the speculative image.
+    fn leads_any(&self, node: NodeId) -> bool {
+        self.speculative
+            .topics
+            .values()
+            .any(|t| t.partitions.iter().any(|p| p.leader == node))
+    }
+
+    /// A broker in controlled shutdown may stop once it leads nothing, the records that moved
+    /// its leadership are committed, and every other active (unfenced, not shutting down)
+    /// broker has reported applying them (Kafka's `lowestActiveOffset` rule).
+    fn may_shut_down(&mut self, node: NodeId) -> bool {
+        if self.leads_any(node)
+            || !self
+                .committed
+                .brokers
+                .get(&node)
+                .is_some_and(|b| b.in_controlled_shutdown)
+        {
+            return false;
+        }
+        let committed = self.committed.offset;
+        let needed = *self.shutdown_offsets.entry(node).or_insert(committed);
+        self.speculative
+            .brokers
+            .values()
+            .filter(|b| b.node_id != node && b.is_usable())
+            .all(|b| {
+                self.reported_offsets
+                    .get(&b.node_id)
+                    .is_some_and(|&o| o >= needed)
+            })
     }
 
     fn allocate_producer_ids(
@@ -2012,6 +2067,16 @@ impl Controller {
                 if let Err(e) = self.check_isr_change(broker_id, &prev, &change) {
                     tracing::info!(topic = %topic.name, partition = index, broker = broker_id,
                         error = %e, "refusing an ISR change");
+                    if e.code == ErrorCode::IneligibleReplica {
+                        // The request was based on the current partition epoch. Bumping it
+                        // (nothing else changes) makes every other copy of the request stale
+                        // (INVALID_UPDATE_VERSION) before the leader reads the refusal, so the
+                        // leader can stop counting the refused members for the HW as soon as
+                        // it sees the new epoch, instead of when the partition next changes
+                        // (for a member refused while shutting down: when it came back, the
+                        // HW of every partition it had fetched stalled meanwhile).
+                        self.bump_partition_epoch(records, &topic, index as usize, &prev);
+                    }
                     results.push(Err(e));
                     continue;
                 }
@@ -2215,6 +2280,26 @@ impl Controller {
     }
 
     /// Emits a PartitionChange if `next` differs from `prev`, with the epochs bumped.
+    /// A PartitionChange that only bumps the partition epoch.
+    fn bump_partition_epoch(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        topic: &TopicImage,
+        index: usize,
+        prev: &PartitionRegistration,
+    ) {
+        let mut next = prev.clone();
+        next.partition_epoch = prev.partition_epoch + 1;
+        self.emit(
+            records,
+            MetadataRecord::PartitionChange {
+                topic_id: format_id(topic.id),
+                partition: index as i32,
+                registration: next,
+            },
+        );
+    }
+
     fn change_partition(
         &mut self,
         records: &mut Vec<MetadataRecord>,

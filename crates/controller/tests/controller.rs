@@ -358,20 +358,62 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
 #[test]
 fn controlled_shutdown_moves_leadership_and_fences() {
     let mut h = Harness::new(config());
-    h.register(1, None);
+    let e1 = h.register(1, None);
     let e2 = h.register(2, None);
-    assert_eq!(h.create("t", 4, 2), Ok(()));
+    let e3 = h.register(3, None);
+    for (id, e) in [(1, e1), (2, e2), (3, e3)] {
+        h.heartbeat(id, e, false);
+    }
+    assert_eq!(h.create("t", 6, 2), Ok(()));
     h.commit_all();
-    let reply = h.heartbeat(2, e2, true);
-    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
-    assert!(h.image.brokers[&2].in_controlled_shutdown);
     assert!(h
         .image
         .topic("t")
         .unwrap()
         .partitions
         .iter()
-        .all(|p| p.leader == 1 && p.isr == vec![1]));
+        .any(|p| p.leader == 2));
+    // Leadership moves first; the broker stays unfenced (listed in Metadata, serving
+    // NOT_LEADER_OR_FOLLOWER with the new leader) until the others have applied the move.
+    let reply = h.heartbeat(2, e2, true);
+    assert!(!reply.should_shut_down && !reply.is_fenced, "{reply:?}");
+    assert!(h.image.brokers[&2].in_controlled_shutdown);
+    assert!(!h.image.brokers[&2].fenced);
+    for p in &h.image.topic("t").unwrap().partitions {
+        assert!(
+            p.leader != 2 && p.leader >= 0 && !p.isr.contains(&2),
+            "{p:?}"
+        );
+    }
+    // Brokers 1 and 3 last reported offsets from before the move.
+    let reply = h.heartbeat(2, e2, true);
+    assert!(!reply.should_shut_down, "{reply:?}");
+    h.heartbeat(1, e1, false);
+    let reply = h.heartbeat(2, e2, true);
+    assert!(
+        !reply.should_shut_down,
+        "broker 3 has not applied the move: {reply:?}"
+    );
+    h.heartbeat(3, e3, false);
+    let reply = h.heartbeat(2, e2, true);
+    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
+    assert!(h.image.brokers[&2].fenced);
+    // Once fenced, the answer stays "shut down".
+    assert!(h.heartbeat(2, e2, true).should_shut_down);
+}
+
+#[test]
+fn controlled_shutdown_of_a_broker_leading_nothing_is_immediate() {
+    let mut h = Harness::new(config());
+    let e1 = h.register(1, None);
+    h.heartbeat(1, e1, false);
+    assert_eq!(h.create("t", 2, 1), Ok(()));
+    h.commit_all();
+    let e2 = h.register(2, None);
+    h.heartbeat(2, e2, false);
+    assert!(!h.image.brokers[&2].fenced);
+    let reply = h.heartbeat(2, e2, true);
+    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
 }
 
 #[test]
@@ -624,6 +666,24 @@ fn alter_partition_refusals_are_kafkas() {
         )),
         Err(ErrorCode::IneligibleReplica)
     );
+    // The refusal bumped the partition epoch (nothing else changed): another copy of the
+    // refused request can never be committed, so the leader may stop counting its members.
+    let bumped = h.c.speculative().topic("t").unwrap().partitions[0].clone();
+    assert_eq!(bumped.partition_epoch, epochs.1 + 1, "{bumped:?}");
+    assert_eq!((bumped.leader, bumped.leader_epoch), (l, epochs.0));
+    assert_eq!(
+        outcome(alter(
+            &mut h,
+            me,
+            "t",
+            0,
+            epochs,
+            &[(l, e[&l]), (f[0], e[&f[0]])]
+        )),
+        Err(ErrorCode::InvalidUpdateVersion)
+    );
+    let epochs = (bumped.leader_epoch, bumped.partition_epoch);
+    h.commit_all();
     // RECOVERING is never set by this controller: going there is refused.
     let id = h.image.topic("t").unwrap().id;
     let r = h.call(Request::AlterPartition {
@@ -673,7 +733,7 @@ fn alter_partition_refusals_are_kafkas() {
         r[0][0].as_ref().unwrap_err().code,
         ErrorCode::UnknownTopicId
     );
-    assert!(h.queue.is_empty(), "nothing refused was written");
+    assert!(h.queue.is_empty(), "nothing else refused was written");
     assert_eq!(h.c.speculative(), &h.image);
 }
 
@@ -724,14 +784,14 @@ fn a_fenced_broker_is_ineligible_and_leaves_the_isr_and_leaders_come_from_the_is
         )),
         Err(ErrorCode::IneligibleReplica)
     );
-    // It adds f1, then it is fenced itself: the new leader comes from the ISR (f1), never
-    // from the fenced f0, which is out of it.
+    // It adds f1 (on the partition epoch the refusal bumped), then it is fenced itself: the
+    // new leader comes from the ISR (f1), never from the fenced f0, which is out of it.
     let r = outcome(alter(
         &mut h,
         (l, e[&l]),
         "t",
         0,
-        (now.leader_epoch, now.partition_epoch),
+        (now.leader_epoch, now.partition_epoch + 1),
         &[(l, -1), (f[1], -1)],
     ))
     .unwrap();

@@ -67,6 +67,11 @@ pub struct BrokerState {
     broker_props: RwLock<Arc<BTreeMap<String, String>>>,
     /// Bumped after every change of `broker_props` (tasks that read a dynamic key wait on it).
     broker_props_version: watch::Sender<u64>,
+    /// The brokers that may join an ISR (registered, unfenced, not in controlled shutdown),
+    /// published before hosted partitions apply an image (the image itself is published
+    /// after them): a leader must never propose a follower for the ISR from an older view of
+    /// the brokers than its partition state (Kafka's `isReplicaIsrEligible`).
+    isr_eligible: RwLock<Arc<BTreeSet<i32>>>,
     /// The offset of the last image this node applied (hosted partitions follow it).
     applied: watch::Sender<i64>,
     pub replicas: ReplicaManager,
@@ -176,6 +181,7 @@ impl BrokerState {
             image: RwLock::new(Arc::new(MetadataImage::empty())),
             broker_props: RwLock::new(Arc::new(config.props.clone())),
             broker_props_version: watch::Sender::new(0),
+            isr_eligible: RwLock::new(Arc::new(BTreeSet::new())),
             applied: watch::Sender::new(-1),
             replicas: ReplicaManager::default(),
             groups: Arc::new(Groups::new(&config)),
@@ -267,6 +273,14 @@ impl BrokerState {
         }
     }
 
+    /// Whether broker `id` may be proposed for an ISR (see the field).
+    pub fn isr_eligible(&self, id: i32) -> bool {
+        self.isr_eligible
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&id)
+    }
+
     /// The effective broker-level keys (static config overlaid by dynamic broker configs).
     pub fn broker_props(&self) -> Arc<BTreeMap<String, String>> {
         self.broker_props
@@ -328,6 +342,15 @@ impl BrokerState {
         }
         if self.config.roles.broker && !delta.full {
             self.count_isr_changes(&image, &delta);
+        }
+        if delta.full || !delta.changed_brokers.is_empty() {
+            let eligible = image
+                .brokers
+                .values()
+                .filter(|b| b.is_usable())
+                .map(|b| b.node_id)
+                .collect();
+            *self.isr_eligible.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(eligible);
         }
         if self.config.roles.broker {
             self.apply_partitions(&image, &delta);

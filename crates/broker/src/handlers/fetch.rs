@@ -347,10 +347,10 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                     },
                     // Kafka's isReplicaIsrEligible: a fenced broker, or one in controlled
                     // shutdown, still fetches for a while but must not be proposed for the
-                    // ISR (the refusal would hold the HW until it comes back).
-                    isr_eligible: plan
-                        .replica_id
-                        .is_some_and(|r| image.brokers.get(&r).is_some_and(|b| b.is_usable())),
+                    // ISR (the controller refuses it). Not from `image`: a new leadership
+                    // is applied before the image that brought it is published, so a fetch
+                    // in between would judge the brokers by the older image.
+                    isr_eligible: plan.replica_id.is_some_and(|r| state.isr_eligible(r)),
                 });
                 if answer.error != ErrorCode::None {
                     errors = true;

@@ -27,6 +27,10 @@ pub struct Replica {
     next_fetch_id: u64,
 }
 
+/// How soon a follower fetches again when the leader answered UNKNOWN_LEADER_EPOCH (it has
+/// not applied our newer epoch yet), instead of the full fetch backoff.
+const LEADER_BEHIND_RETRY_MS: i64 = 20;
+
 #[derive(Debug)]
 enum Role {
     None,
@@ -916,6 +920,16 @@ impl Replica {
                         until_ms: now_ms + backoff,
                     };
                 }
+            }
+            ErrorCode::UnknownLeaderEpoch => {
+                // The leader has not applied the metadata that made it leader in our epoch
+                // yet (brokers apply it at slightly different times); it will within
+                // moments. Backing off `replica.fetch.backoff.ms` (1 s) here held the new
+                // leader's HW, and every acks=all answer, for that long after each leader
+                // change (a SIGTERM's controlled shutdown).
+                f.fetch = FetchState::Backoff {
+                    until_ms: now_ms + backoff.min(LEADER_BEHIND_RETRY_MS),
+                };
             }
             _ => {
                 f.fetch = FetchState::Backoff {

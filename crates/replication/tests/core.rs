@@ -414,6 +414,16 @@ fn a_follower_fetches_durably_and_learns_the_hw() {
     assert!(fetches(&r.tick(20_000, &log)).is_empty());
     let retry = fetches(&r.tick(31_004, &log))[0];
     assert!(retry.fetch_id > again.fetch_id);
+    // A leader that has not applied our epoch yet (UNKNOWN_LEADER_EPOCH) is asked again
+    // soon, not after the full backoff: it catches up with the metadata within moments.
+    let mut behind = ok(4, false);
+    behind.error = ErrorCode::UnknownLeaderEpoch;
+    assert!(r
+        .on_fetch_response(31_005, retry.fetch_id, behind, &log)
+        .is_empty());
+    assert!(fetches(&r.tick(31_010, &log)).is_empty());
+    let soon = fetches(&r.tick(31_025, &log))[0];
+    assert!(soon.fetch_id > retry.fetch_id);
 }
 
 #[test]

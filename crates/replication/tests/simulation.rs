@@ -518,8 +518,14 @@ impl Sim {
             Ok(self.ctl.state.clone())
         };
         self.log(|| format!("controller AlterPartition from {from} {req:?} -> {result:?}"));
+        // As the real controller: an INELIGIBLE_REPLICA refusal bumps the partition epoch,
+        // so no other copy of the request can be committed later.
+        let bumped = result == Err(ErrorCode::IneligibleReplica);
+        if bumped {
+            self.ctl.state.partition_epoch += 1;
+        }
         let req = req.clone();
-        let changed = result.is_ok();
+        let changed = result.is_ok() || bumped;
         self.send(Msg::AlterResp {
             to: from,
             incarnation,

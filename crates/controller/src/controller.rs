@@ -2290,14 +2290,7 @@ impl Controller {
     ) {
         let mut next = prev.clone();
         next.partition_epoch = prev.partition_epoch + 1;
-        self.emit(
-            records,
-            MetadataRecord::PartitionChange {
-                topic_id: format_id(topic.id),
-                partition: index as i32,
-                registration: next,
-            },
-        );
+        self.emit_partition_change(records, topic, index, next);
     }
 
     fn change_partition(
@@ -2315,12 +2308,22 @@ impl Controller {
             next.leader_epoch = prev.leader_epoch + 1;
         }
         next.partition_epoch = prev.partition_epoch + 1;
+        self.emit_partition_change(records, topic, index, next);
+    }
+
+    fn emit_partition_change(
+        &mut self,
+        records: &mut Vec<MetadataRecord>,
+        topic: &TopicImage,
+        index: usize,
+        registration: PartitionRegistration,
+    ) {
         self.emit(
             records,
             MetadataRecord::PartitionChange {
                 topic_id: format_id(topic.id),
                 partition: index as i32,
-                registration: next,
+                registration,
             },
         );
     }

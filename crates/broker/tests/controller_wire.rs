@@ -224,9 +224,10 @@ async fn alter_partition_on_a_real_controller_listener() {
     )
     .await;
     assert_eq!(answer(&r).0, model::ErrorCode::IneligibleReplica.code());
+    served(&state, topic_id, pe + 2).await;
     // A replica that is not one of the partition's.
     let r = alter(
-        isr_request(3, me, topic_id, le, pe + 1, &[(1, me.1), (3, 1)]),
+        isr_request(3, me, topic_id, le, pe + 2, &[(1, me.1), (3, 1)]),
         3,
     )
     .await;
@@ -238,7 +239,7 @@ async fn alter_partition_on_a_real_controller_listener() {
             (2, epoch2),
             topic_id,
             le,
-            pe + 1,
+            pe + 2,
             &[(1, me.1), (2, epoch2)],
         ),
         3,
@@ -247,20 +248,20 @@ async fn alter_partition_on_a_real_controller_listener() {
     assert_eq!(answer(&r).0, model::ErrorCode::InvalidRequest.code());
     // A leader epoch older than the partition's is fenced; a newer one is unknown here.
     let r = alter(
-        isr_request(3, me, topic_id, le - 1, pe + 1, &[(1, me.1), (2, epoch2)]),
+        isr_request(3, me, topic_id, le - 1, pe + 2, &[(1, me.1), (2, epoch2)]),
         3,
     )
     .await;
     assert_eq!(answer(&r).0, model::ErrorCode::FencedLeaderEpoch.code());
     let r = alter(
-        isr_request(3, me, topic_id, le + 1, pe + 1, &[(1, me.1), (2, epoch2)]),
+        isr_request(3, me, topic_id, le + 1, pe + 2, &[(1, me.1), (2, epoch2)]),
         3,
     )
     .await;
     assert_eq!(answer(&r).0, model::ErrorCode::NotController.code());
     // A stale broker epoch refuses the whole request; an unknown topic id its topic.
     let r = alter(
-        isr_request(3, (1, me.1 + 100), topic_id, le, pe + 1, &[(1, me.1)]),
+        isr_request(3, (1, me.1 + 100), topic_id, le, pe + 2, &[(1, me.1)]),
         3,
     )
     .await;
@@ -270,12 +271,13 @@ async fn alter_partition_on_a_real_controller_listener() {
         "{r:?}"
     );
     let r = alter(
-        isr_request(3, me, uuid::Uuid::new_v4(), le, pe + 1, &[(1, me.1)]),
+        isr_request(3, me, uuid::Uuid::new_v4(), le, pe + 2, &[(1, me.1)]),
         3,
     )
     .await;
     assert_eq!(answer(&r).0, model::ErrorCode::UnknownTopicId.code());
-    // Nothing above changed the partition.
+    // Nothing above changed the partition but the refusal of INELIGIBLE_REPLICA, which
+    // bumped the partition epoch (so no other copy of that request can be committed).
     let still = state
         .image()
         .partition(model::TopicId(*topic_id.as_bytes()), 0)
@@ -283,22 +285,22 @@ async fn alter_partition_on_a_real_controller_listener() {
         .clone();
     assert_eq!(
         (still.isr.clone(), still.partition_epoch),
-        (vec![1], pe + 1)
+        (vec![1], pe + 2)
     );
 
     // Grown back with broker 2 at its registered epoch (v3), then shrunk with v2 (ids only).
     let r = alter(
-        isr_request(3, me, topic_id, le, pe + 1, &[(1, me.1), (2, epoch2)]),
+        isr_request(3, me, topic_id, le, pe + 2, &[(1, me.1), (2, epoch2)]),
         3,
     )
     .await;
-    assert_eq!(answer(&r), (0, vec![1, 2], le, pe + 2));
-    let r = alter(isr_request(2, me, topic_id, le, pe + 2, &[(1, -1)]), 2).await;
-    assert_eq!(answer(&r), (0, vec![1], le, pe + 3));
-    let last = served(&state, topic_id, pe + 3).await;
+    assert_eq!(answer(&r), (0, vec![1, 2], le, pe + 3));
+    let r = alter(isr_request(2, me, topic_id, le, pe + 3, &[(1, -1)]), 2).await;
+    assert_eq!(answer(&r), (0, vec![1], le, pe + 4));
+    let last = served(&state, topic_id, pe + 4).await;
     assert_eq!(
         (last.isr.clone(), last.partition_epoch, last.leader),
-        (vec![1], pe + 3, 1)
+        (vec![1], pe + 4, 1)
     );
     still_serving(handle.local_addr()).await;
 }

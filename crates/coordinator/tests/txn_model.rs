@@ -9,6 +9,10 @@
 //! - a producer instance whose epoch is older than the id's never gets a success;
 //! - every response encodes at its version and answers its token once (the harness checks).
 //!
+//! Transactional id "b" is a transaction-version-2 producer (KIP-890 part 2): its partitions
+//! are added by the partition leaders (AddPartitionsToTxn v5, not verify-only), its EndTxn is
+//! v5 (a successful one answers the bumped epoch, which the instance uses from then on).
+//!
 //! At the end, once everything is flushed, every request has been answered.
 
 #![allow(clippy::unwrap_used)]
@@ -74,6 +78,13 @@ fn op() -> impl Strategy<Value = Op> {
 struct Instance {
     pid_epoch: Option<(i64, i16)>,
     init: Option<u64>,
+    /// EndTxn v5 requests sent, whose answers carry the next epoch.
+    ends: Vec<u64>,
+}
+
+/// Whether transactional id `id` uses transaction version 2.
+fn tv2(id: usize) -> bool {
+    id == 1
 }
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -102,14 +113,24 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Add { id, inst: k, part } => {
                 if let Some((pid, epoch)) = inst[id][k].pid_epoch {
-                    let t = h.add_with(IDS[id], pid, epoch, &[PARTS[part]], 2);
+                    let t = if tv2(id) {
+                        h.implicit_add(IDS[id], pid, epoch, &[PARTS[part]])
+                    } else {
+                        h.add_with(IDS[id], pid, epoch, &[PARTS[part]], 2)
+                    };
                     guarded.insert(t, (id, epoch));
                     sent.push(t);
                 }
             }
             Op::Offsets { id, inst: k } => {
                 if let Some((pid, epoch)) = inst[id][k].pid_epoch {
-                    let t = h.add_offsets(IDS[id], pid, epoch, "g");
+                    let t = if tv2(id) {
+                        // TxnOffsetCommit v5: the group coordinator adds its partition.
+                        let gp = h.c.offsets_partition_for("g");
+                        h.implicit_add(IDS[id], pid, epoch, &[("__consumer_offsets", gp)])
+                    } else {
+                        h.add_offsets(IDS[id], pid, epoch, "g")
+                    };
                     guarded.insert(t, (id, epoch));
                     sent.push(t);
                 }
@@ -120,7 +141,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 commit,
             } => {
                 if let Some((pid, epoch)) = inst[id][k].pid_epoch {
-                    let t = h.end_with(IDS[id], pid, epoch, commit, 3);
+                    let t = h.end_with(IDS[id], pid, epoch, commit, if tv2(id) { 5 } else { 3 });
+                    if tv2(id) {
+                        inst[id][k].ends.push(t);
+                    }
                     guarded.insert(t, (id, epoch));
                     sent.push(t);
                 }
@@ -184,6 +208,21 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                             i.pid_epoch = Some((r.producer_id.0, r.producer_epoch));
                         }
                         i.init = None;
+                    }
+                }
+                let mut learned = None;
+                i.ends.retain(|t| match h.answers.get(t) {
+                    Some(ResponseKind::EndTxn(r)) => {
+                        if r.error_code == 0 {
+                            learned = Some((r.producer_id.0, r.producer_epoch));
+                        }
+                        false
+                    }
+                    _ => true,
+                });
+                if let Some(pe) = learned {
+                    if i.pid_epoch.is_none_or(|(_, e)| pe.1 > e || pe.0 != i.pid_epoch.map_or(-1, |p| p.0)) {
+                        i.pid_epoch = Some(pe);
                     }
                 }
             }
@@ -250,6 +289,9 @@ fn check(
         let Some(r) = h.answers.get(t) else { continue };
         checked.insert(*t);
         let ok = match r {
+            ResponseKind::AddPartitionsToTxn(a) if !a.results_by_transaction.is_empty() => {
+                h.batch_error(*t) == Some(0)
+            }
             ResponseKind::AddPartitionsToTxn(_) => h.add_error(*t) == Some(0),
             ResponseKind::AddOffsetsToTxn(r) => r.error_code == 0,
             ResponseKind::EndTxn(r) => r.error_code == 0,
@@ -257,7 +299,16 @@ fn check(
         };
         if ok {
             let cur = h.c.transaction(IDS[*id]).map(|s| s.value.producer_epoch);
-            prop_assert_eq!(cur, Some(*epoch), "a success with a stale epoch");
+            if tv2(*id) && matches!(r, ResponseKind::EndTxn(_)) {
+                // Transaction version 2: the commit or abort bumped the epoch by one; the
+                // answer hands out the id's current epoch.
+                prop_assert_eq!(cur, Some(*epoch + 1), "a success with a stale epoch");
+                if let ResponseKind::EndTxn(r) = r {
+                    prop_assert_eq!(Some(r.producer_epoch), cur);
+                }
+            } else {
+                prop_assert_eq!(cur, Some(*epoch), "a success with a stale epoch");
+            }
         }
     }
     Ok(())

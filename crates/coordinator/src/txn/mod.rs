@@ -376,6 +376,10 @@ struct Parked {
     producer_epoch: i16,
     what: ParkedAdd,
     until_ms: i64,
+    /// A partition leader's add (AddPartitionsToTxn v4+, not verify-only: transaction
+    /// version 2's implicit add on produce or TxnOffsetCommit): its transaction's slot in the
+    /// batched answer.
+    slot: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -508,6 +512,32 @@ fn write_error(e: ErrorCode) -> ErrorCode {
         ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
         ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge => ErrorCode::UnknownServerError,
         e => e,
+    }
+}
+
+/// Transaction version 2's per-transaction bump (Kafka's `prepareAbortOrCommit`): the
+/// epoch goes up by one; when it is exhausted, the id's next producer id is allocated now
+/// and taken on completion.
+fn bump_for_end(target: &mut TxnValue, env: &mut dyn TxnEnv) -> Result<(), ErrorCode> {
+    if epoch_exhausted(target.producer_epoch) {
+        target.next_producer_id = env.next_producer_id()?;
+    }
+    target.last_producer_epoch = target.producer_epoch;
+    target.producer_epoch = target.producer_epoch.saturating_add(1);
+    target.client_txn_version = 2;
+    Ok(())
+}
+
+/// How far an abort the producer did not ask for (a timeout, or a new producer's
+/// InitProducerId) moves the epoch: one, and two for a transaction-version-2 transaction, as
+/// Kafka (its fence bump, then the per-transaction bump of the abort itself). A version-2
+/// retry is recognised by "the epoch is one past the request's", which must not match the
+/// fenced producer.
+fn fence_bump(cur: &TxnValue) -> i16 {
+    if cur.client_txn_version >= 2 {
+        2
+    } else {
+        1
     }
 }
 
@@ -767,7 +797,7 @@ impl TransactionCoordinator {
             RequestKind::InitProducerId(r) => self.init_producer_id(ctx, r, now_ms, env),
             RequestKind::AddPartitionsToTxn(r) => self.add_partitions(ctx, r, now_ms, env),
             RequestKind::AddOffsetsToTxn(r) => self.add_offsets(ctx, r, now_ms),
-            RequestKind::EndTxn(r) => self.end_txn(ctx, r, now_ms),
+            RequestKind::EndTxn(r) => self.end_txn(ctx, r, now_ms, env),
             RequestKind::DescribeTransactions(r) => self.describe_transactions(ctx, r),
             RequestKind::ListTransactions(r) => self.list_transactions(ctx, r, now_ms),
             other => return Err(other),
@@ -876,6 +906,8 @@ impl TransactionCoordinator {
                 target.partitions.clear();
                 target.start_ms = -1;
                 target.last_update_ms = now_ms;
+                // Kafka's epoch increments and id rotations are written as version 0.
+                target.client_txn_version = 0;
                 if epoch_exhausted(cur.producer_epoch)
                     && expected.is_none_or(|(_, e)| e == cur.producer_epoch)
                 {
@@ -922,7 +954,7 @@ impl TransactionCoordinator {
                 // (never returned to anyone), answer CONCURRENT_TRANSACTIONS; the client
                 // retries and gets a further bump once the abort completed.
                 let mut target = cur.clone();
-                target.producer_epoch = cur.producer_epoch.saturating_add(1);
+                target.producer_epoch = cur.producer_epoch.saturating_add(fence_bump(cur));
                 target.last_producer_epoch = -1;
                 target.state = TxnState::PrepareAbort;
                 target.last_update_ms = now_ms;
@@ -1051,6 +1083,7 @@ impl TransactionCoordinator {
             producer_epoch: req.v3_and_below_producer_epoch,
             what: ParkedAdd::Partitions(topics),
             until_ms: now_ms.saturating_add(self.config.park_max_ms),
+            slot: None,
         };
         self.run_add(&txn_id, parked, now_ms, true, &mut out);
         out
@@ -1074,7 +1107,13 @@ impl TransactionCoordinator {
                     .collect()
             }
         };
-        let r = self.prepare_add(txn_id, p.producer_id, p.producer_epoch, &add, now_ms);
+        let mut r = self.prepare_add(txn_id, p.producer_id, p.producer_epoch, &add, now_ms);
+        if p.slot.is_some() {
+            // Only transaction-version-2 brokers add on the client's behalf.
+            if let Ok(Some(target)) = &mut r {
+                target.client_txn_version = 2;
+            }
+        }
         if matches!(r, Err(ErrorCode::ConcurrentTransactions))
             && may_park
             && p.until_ms > now_ms
@@ -1083,13 +1122,17 @@ impl TransactionCoordinator {
             self.parked.entry(txn_id.to_string()).or_default().push(p);
             return;
         }
-        let reply = match p.what {
-            ParkedAdd::Partitions(topics) => AddReply::Partitions {
+        let reply = match (p.slot, p.what) {
+            (Some(slot), _) => AddReply::Batch {
+                token: p.token,
+                slot,
+            },
+            (None, ParkedAdd::Partitions(topics)) => AddReply::Partitions {
                 token: p.token,
                 version: p.version,
                 topics,
             },
-            ParkedAdd::Offsets(_) => AddReply::AddOffsets {
+            (None, ParkedAdd::Offsets(_)) => AddReply::AddOffsets {
                 token: p.token,
                 version: p.version,
             },
@@ -1133,6 +1176,7 @@ impl TransactionCoordinator {
         let mut out = TxnOutput::default();
         let mut results = Vec::with_capacity(req.transactions.len());
         let mut waiting = 0;
+        let mut deferred = Vec::new();
         for (slot, tx) in req.transactions.iter().enumerate() {
             let txn_id = tx.transactional_id.0.to_string();
             let topics: Vec<(String, Vec<i32>)> = tx
@@ -1160,20 +1204,24 @@ impl TransactionCoordinator {
                     }
                 });
             } else {
-                match self.prepare_add(&txn_id, tx.producer_id.0, tx.producer_epoch, &add, now_ms) {
-                    Err(e) => r.topic_results = topic_results(&topics, |_, _| e),
-                    Ok(None) => r.topic_results = topic_results(&topics, |_, _| ErrorCode::None),
-                    Ok(Some(target)) => {
-                        // The result is filled in when the write completes.
-                        r.topic_results = topic_results(&topics, |_, _| ErrorCode::None);
-                        waiting += 1;
-                        let then = Then::Added(AddReply::Batch {
-                            token: ctx.token,
-                            slot,
-                        });
-                        self.begin(&txn_id, target, then, &mut out);
-                    }
-                }
+                // Filled in when the add is answered (at once, after its write, or after
+                // waiting for the id's previous transaction to complete).
+                r.topic_results = topic_results(&topics, |_, _| ErrorCode::None);
+                results.push(r);
+                waiting += 1;
+                deferred.push((
+                    txn_id,
+                    Parked {
+                        token: ctx.token,
+                        version: ctx.api_version,
+                        producer_id: tx.producer_id.0,
+                        producer_epoch: tx.producer_epoch,
+                        what: ParkedAdd::Partitions(topics),
+                        until_ms: now_ms.saturating_add(self.config.park_max_ms),
+                        slot: Some(slot),
+                    },
+                ));
+                continue;
             }
             results.push(r);
         }
@@ -1182,6 +1230,9 @@ impl TransactionCoordinator {
         } else {
             self.batches
                 .insert(ctx.token, BatchReply { results, waiting });
+            for (txn_id, p) in deferred {
+                self.run_add(&txn_id, p, now_ms, true, &mut out);
+            }
         }
         out
     }
@@ -1231,16 +1282,29 @@ impl TransactionCoordinator {
             producer_epoch: req.producer_epoch,
             what: ParkedAdd::Offsets(req.group_id.0.to_string()),
             until_ms: now_ms.saturating_add(self.config.park_max_ms),
+            slot: None,
         };
         self.run_add(&txn_id, parked, now_ms, true, &mut out);
         out
     }
 
-    /// EndTxn (v0-v5; the transaction-version-1 protocol: the epoch stays the same across
-    /// transactions).
-    pub fn end_txn(&mut self, ctx: &RequestContext, req: EndTxnRequest, now_ms: i64) -> TxnOutput {
+    /// EndTxn (v0-v5). v5 is transaction version 2 (KIP-890 part 2): preparing the commit or
+    /// abort bumps the producer epoch, the markers carry the bumped epoch and the answer gives
+    /// it to the client for its next transaction (a new producer id with epoch 0 once the
+    /// epoch is exhausted). v0-4 keep the epoch across transactions. Kafka's
+    /// `TransactionCoordinator.endTransaction`: a transaction-version-2 id accepts a retry
+    /// with the epoch before its bump, and a version-2 abort with nothing added (the client's
+    /// produce failed before the partition leader added it) aborts an empty transaction.
+    pub fn end_txn(
+        &mut self,
+        ctx: &RequestContext,
+        req: EndTxnRequest,
+        now_ms: i64,
+        env: &mut dyn TxnEnv,
+    ) -> TxnOutput {
         let mut out = TxnOutput::default();
         let v = ctx.api_version;
+        let tv2 = v >= 5;
         let txn_id = req.transactional_id.0.to_string();
         let commit = req.committed;
         let fail = |out: &mut TxnOutput, e: ErrorCode| {
@@ -1260,11 +1324,34 @@ impl TransactionCoordinator {
             return out;
         };
         let cur = &t.value;
-        if cur.producer_id != req.producer_id.0 {
+        let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+        let cur_tv2 = cur.client_txn_version >= 2;
+        // Transaction version 2: the epoch was bumped by the EndTxn being retried, or that
+        // bump exhausted the epoch and the id moved to a new producer id.
+        let retry_on_bump = cur_tv2 && i32::from(cur.producer_epoch) == i32::from(epoch) + 1;
+        let retry_on_overflow = cur_tv2
+            && cur.prev_producer_id == pid
+            && epoch == i16::MAX - 1
+            && cur.producer_epoch == 0;
+        let valid_epoch = if cur_tv2 {
+            match cur.state {
+                TxnState::Ongoing
+                | TxnState::Empty
+                | TxnState::Dead
+                | TxnState::PrepareEpochFence => epoch == cur.producer_epoch,
+                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    retry_on_bump || retry_on_overflow || epoch == cur.producer_epoch
+                }
+            }
+        } else {
+            epoch == cur.producer_epoch
+        };
+        if cur.producer_id != pid && !retry_on_overflow {
             fail(&mut out, ErrorCode::InvalidProducerIdMapping);
             return out;
         }
-        if cur.producer_epoch != req.producer_epoch {
+        if !valid_epoch {
             fail(&mut out, ErrorCode::ProducerFenced);
             return out;
         }
@@ -1272,7 +1359,11 @@ impl TransactionCoordinator {
             fail(&mut out, ErrorCode::ConcurrentTransactions);
             return out;
         }
+        let is_retry = retry_on_bump || retry_on_overflow;
         let pid_epoch = Some((cur.producer_id, cur.producer_epoch));
+        let reply = Then::Prepared {
+            reply: Some((ctx.token, v, ReplyKind::EndTxn)),
+        };
         match (cur.state, commit) {
             (TxnState::Ongoing, _) => {
                 let mut target = cur.clone();
@@ -1282,19 +1373,37 @@ impl TransactionCoordinator {
                     TxnState::PrepareAbort
                 };
                 target.last_update_ms = now_ms;
-                self.begin(
-                    &txn_id,
-                    target,
-                    Then::Prepared {
-                        reply: Some((ctx.token, v, ReplyKind::EndTxn)),
-                    },
-                    &mut out,
-                );
+                if tv2 {
+                    if let Err(e) = bump_for_end(&mut target, env) {
+                        fail(&mut out, e);
+                        return out;
+                    }
+                }
+                self.begin(&txn_id, target, reply, &mut out);
             }
             // A retry of an EndTxn that already completed.
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false)
+                if !cur_tv2 || is_retry =>
+            {
                 out.responses
                     .push((ctx.token, end_txn_response(v, ErrorCode::None, pid_epoch)));
+            }
+            // Transaction version 2: the client aborts a transaction the coordinator never
+            // heard of (its produce failed before the leader added the partition); the epoch
+            // is bumped all the same, so late writes of that transaction are fenced.
+            (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false)
+                if tv2 && !is_retry =>
+            {
+                let mut target = cur.clone();
+                target.state = TxnState::PrepareAbort;
+                target.partitions.clear();
+                target.start_ms = now_ms;
+                target.last_update_ms = now_ms;
+                if let Err(e) = bump_for_end(&mut target, env) {
+                    fail(&mut out, e);
+                    return out;
+                }
+                self.begin(&txn_id, target, reply, &mut out);
             }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 fail(&mut out, ErrorCode::ConcurrentTransactions);
@@ -1605,6 +1714,15 @@ impl TransactionCoordinator {
         };
         target.partitions.clear();
         target.last_update_ms = now_ms;
+        if target.client_txn_version >= 2 && target.next_producer_id >= 0 {
+            // The bump exhausted the epoch: the markers are written, the id moves to the
+            // producer id allocated when the transaction ended (Kafka's prepareComplete).
+            target.prev_producer_id = target.producer_id;
+            target.producer_id = target.next_producer_id;
+            target.next_producer_id = -1;
+            target.last_producer_epoch = target.producer_epoch;
+            target.producer_epoch = 0;
+        }
         self.begin(txn_id, target, Then::Completed, out);
     }
 
@@ -1746,7 +1864,7 @@ impl TransactionCoordinator {
                 epoch = t.value.producer_epoch, "aborting a timed-out transaction (fencing its producer)");
             // Kafka's prepareFenceProducerEpoch, then an abort with the bumped epoch.
             let mut target = t.value.clone();
-            target.producer_epoch = t.value.producer_epoch.saturating_add(1);
+            target.producer_epoch = t.value.producer_epoch.saturating_add(fence_bump(&t.value));
             target.last_producer_epoch = -1;
             target.state = TxnState::PrepareAbort;
             target.last_update_ms = now_ms;

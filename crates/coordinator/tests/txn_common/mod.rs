@@ -315,6 +315,43 @@ impl T {
         t
     }
 
+    /// A partition leader's implicit add for a transaction-version-2 producer
+    /// (AddPartitionsToTxn v5, not verify-only).
+    pub fn implicit_add(&mut self, txn: &str, pid: i64, epoch: i16, parts: &[(&str, i32)]) -> u64 {
+        self.batch(vec![(txn, pid, epoch, false, parts.to_vec())], 5)
+    }
+
+    /// The single error of a one-transaction batched AddPartitionsToTxn response.
+    pub fn batch_error(&self, t: u64) -> Option<i16> {
+        match self.answers.get(&t)? {
+            ResponseKind::AddPartitionsToTxn(r) => {
+                let errs: Vec<i16> = r
+                    .results_by_transaction
+                    .iter()
+                    .flat_map(|x| x.topic_results.iter())
+                    .flat_map(|tr| tr.results_by_partition.iter())
+                    .map(|p| p.partition_error_code)
+                    .collect();
+                assert!(errs.iter().all(|e| *e == errs[0]), "{errs:?}");
+                errs.first().copied()
+            }
+            o => panic!("not AddPartitionsToTxn: {o:?}"),
+        }
+    }
+
+    /// EndTxn v5 (transaction version 2).
+    pub fn end_v2(&mut self, txn: &str, pid: i64, epoch: i16, commit: bool) -> u64 {
+        self.end_with(txn, pid, epoch, commit, 5)
+    }
+
+    /// The producer id and epoch an EndTxn v5 answer gives.
+    pub fn end_resp(&self, t: u64) -> Option<&EndTxnResponse> {
+        match self.answers.get(&t)? {
+            ResponseKind::EndTxn(r) => Some(r),
+            o => panic!("not EndTxn: {o:?}"),
+        }
+    }
+
     pub fn add_offsets(&mut self, txn: &str, pid: i64, epoch: i16, group: &str) -> u64 {
         let t = self.token(0);
         let mut r = AddOffsetsToTxnRequest::default();
@@ -338,7 +375,7 @@ impl T {
         r.committed = commit;
         let ctx = T::ctx(t, version);
         let now = self.now;
-        let out = self.c.end_txn(&ctx, r, now);
+        let out = self.c.end_txn(&ctx, r, now, &mut self.env);
         self.absorb(out);
         t
     }

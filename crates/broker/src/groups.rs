@@ -117,6 +117,7 @@ struct Pending {
 struct TxnOffsetsGuard {
     partition: Arc<crate::replica::Partition>,
     producer_id: i64,
+    producer_epoch: i16,
     guard: Option<u64>,
 }
 
@@ -462,8 +463,11 @@ impl Groups {
     ) -> Reply {
         if let RequestKind::TxnOffsetCommit(r) = &body {
             let guard = self.txn_offsets_guard(state, r);
-            if let Some(node) = state.txns.remote_coordinator(state, &r.transactional_id.0) {
-                return self.txn_offset_commit_remote(
+            let node = state.txns.remote_coordinator(state, &r.transactional_id.0);
+            // v5+ is transaction version 2 (KIP-890 part 2): the client sent no
+            // AddOffsetsToTxn, this coordinator adds the group's partition itself.
+            if node.is_some() || ctx.version >= 5 {
+                return self.txn_offset_commit_asked(
                     state,
                     ctx,
                     client_id,
@@ -487,26 +491,28 @@ impl Groups {
     ) -> Option<TxnOffsetsGuard> {
         let p = self.lock().partition_for(&r.group_id.0);
         let partition = state.replicas.get(OFFSETS_TOPIC, p)?;
-        let guard = partition.begin_verification(r.producer_id.0);
+        let guard = partition.begin_verification(r.producer_id.0, r.producer_epoch);
         Some(TxnOffsetsGuard {
             partition,
             producer_id: r.producer_id.0,
+            producer_epoch: r.producer_epoch,
             guard,
         })
     }
 
-    /// A TxnOffsetCommit whose transaction coordinator is on broker `node`: KIP-890
-    /// verification asks it first (AddPartitionsToTxn v4+, verify only), then the request is
-    /// handled with that answer.
+    /// A TxnOffsetCommit that asks its transaction coordinator first (on broker `node`, or
+    /// this broker's for None): KIP-890 verification (AddPartitionsToTxn v5, verify only), or
+    /// for v5+ requests (transaction version 2) the add of the group's partition; then the
+    /// request is handled with that answer.
     #[allow(clippy::too_many_arguments)]
-    fn txn_offset_commit_remote(
+    fn txn_offset_commit_asked(
         self: &Arc<Self>,
         state: &Arc<BrokerState>,
         ctx: Ctx,
         client_id: &str,
         client_host: &str,
         body: RequestKind,
-        node: i32,
+        node: Option<i32>,
         guard: Option<TxnOffsetsGuard>,
     ) -> Reply {
         let RequestKind::TxnOffsetCommit(r) = &body else {
@@ -521,12 +527,13 @@ impl Groups {
             r.producer_id.0,
             r.producer_epoch,
         );
+        let verify_only = ctx.version < 5;
         let (this, state) = (self.clone(), state.clone());
         let (client_id, client_host) = (client_id.to_string(), client_host.to_string());
         Reply::Later(Box::pin(async move {
             let answers = state
                 .txns
-                .verify_remote(&state, node, &txn_id, pid, epoch, &tp)
+                .ask(&state, node, &txn_id, pid, epoch, &tp, verify_only)
                 .await;
             let verdict = match answers.into_values().find(|e| *e != ErrorCode::None) {
                 None => Ok(()),
@@ -755,7 +762,13 @@ impl Groups {
                 .filter(|g| txn_producer == Some(g.producer_id) && g.partition.tp.partition == p);
             let result = match builder.build() {
                 Ok(batch) => match guarded {
-                    Some(g) => partition.append_txn_offsets(batch, epoch, g.producer_id, g.guard),
+                    Some(g) => partition.append_txn_offsets(
+                        batch,
+                        epoch,
+                        g.producer_id,
+                        g.producer_epoch,
+                        g.guard,
+                    ),
                     None => partition.append_as_coordinator(batch, epoch),
                 },
                 Err(e) => {

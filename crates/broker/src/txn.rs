@@ -40,6 +40,43 @@ pub const TXN_TOPIC: &str = "__transaction_state";
 /// failed (Kafka appends them with acks=-1 and `request.timeout.ms`).
 const WRITE_TIMEOUT_MS: i64 = 30_000;
 
+/// The AddPartitionsToTxn version a partition leader uses with a coordinator (batched,
+/// TRANSACTION_ABORTABLE known).
+const ADD_PARTITIONS_BROKER_VERSION: i16 = 5;
+
+/// A broker's AddPartitionsToTxn for one producer's partitions.
+fn add_request(
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &BTreeSet<(String, i32)>,
+    verify_only: bool,
+) -> AddPartitionsToTxnRequest {
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in partitions {
+        topics.entry(t.as_str()).or_default().push(*p);
+    }
+    AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_verify_only(verify_only)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            ),
+    ])
+}
+
 /// The leader of `transactional_id`'s `__transaction_state` partition in `image`.
 fn coordinator_leader(image: &MetadataImage, transactional_id: &str) -> Result<i32, ErrorCode> {
     let topic = image
@@ -316,76 +353,51 @@ impl Transactions {
             .filter(|&leader| leader >= 0 && leader != state.node_id)
     }
 
-    /// KIP-890 verification with the coordinator on broker `node` (AddPartitionsToTxn v4+,
-    /// verify only): the error for every partition asked about (COORDINATOR_NOT_AVAILABLE for
-    /// all of them when the coordinator cannot be reached).
-    pub async fn verify_remote(
-        &self,
-        state: &BrokerState,
-        node: i32,
+    /// What a partition leader asks the transaction coordinator about a producer's partitions
+    /// (AddPartitionsToTxn v5 from a broker): `verify_only` checks that they are in its
+    /// ongoing transaction (KIP-890 part 1, transaction version 1); otherwise they are added
+    /// to it (transaction version 2: Produce v12 and TxnOffsetCommit v5 add implicitly). The
+    /// coordinator is this broker's (`node` None) or broker `node`'s. The error for every
+    /// partition asked about (COORDINATOR_NOT_AVAILABLE for all of them when the coordinator
+    /// cannot be reached).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn ask(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        node: Option<i32>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<(String, i32)>,
+        verify_only: bool,
     ) -> HashMap<(String, i32), ErrorCode> {
         let all = |e: ErrorCode| partitions.iter().map(|tp| (tp.clone(), e)).collect();
-        let Some(link) = self.peers.link(state, node).await else {
-            return all(ErrorCode::CoordinatorNotAvailable);
-        };
-        let api = protocol::ApiKey::AddPartitionsToTxn as i16;
-        let Some(version) = link
-            .versions(api)
-            .map(|(_, max)| max.min(5))
-            .filter(|&v| v >= 4)
-        else {
-            tracing::warn!(node, "the coordinator's broker cannot verify transactional writes (no AddPartitionsToTxn v4)");
-            return all(ErrorCode::CoordinatorNotAvailable);
-        };
-        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            topics.entry(t.as_str()).or_default().push(*p);
-        }
-        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
-            AddPartitionsToTxnTransaction::default()
-                .with_transactional_id(TransactionalId(StrBytes::from_string(
-                    transactional_id.to_string(),
-                )))
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(producer_epoch)
-                .with_verify_only(true)
-                .with_topics(
-                    topics
-                        .into_iter()
-                        .map(|(t, ps)| {
-                            AddPartitionsToTxnTopic::default()
-                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                                .with_partitions(ps)
-                        })
-                        .collect(),
-                ),
-        ]);
-        let Some(body) = crate::controller_api::encode_body(&request, version) else {
-            return all(ErrorCode::UnknownServerError);
-        };
-        let mut answer = match link
-            .call_encoded(api, version, body, Duration::from_secs(30))
-            .await
-        {
-            Ok(b) => b,
-            Err(e) => {
-                self.peers.failed(node, &link).await;
-                tracing::debug!(node, error = %e, "transaction verification with a remote coordinator failed");
-                return all(ErrorCode::CoordinatorNotAvailable);
-            }
-        };
-        let response =
-            match <AddPartitionsToTxnResponse as protocol::Decode>::decode(&mut answer, version) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(node, error = %e, "undecodable AddPartitionsToTxn answer");
-                    return all(ErrorCode::CoordinatorNotAvailable);
+        let request = add_request(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            verify_only,
+        );
+        let response = match node {
+            None => {
+                let rx = self.submit(
+                    state,
+                    ADD_PARTITIONS_BROKER_VERSION,
+                    "",
+                    "",
+                    RequestKind::AddPartitionsToTxn(request),
+                );
+                match rx.await {
+                    Ok(ResponseKind::AddPartitionsToTxn(r)) => r,
+                    _ => return all(ErrorCode::NotCoordinator),
                 }
-            };
+            }
+            Some(node) => match self.ask_remote(state, node, request).await {
+                Ok(r) => r,
+                Err(e) => return all(e),
+            },
+        };
         if response.error_code != 0 {
             return all(ErrorCode::from_code(response.error_code));
         }
@@ -405,6 +417,47 @@ impl Transactions {
             out.entry(tp.clone()).or_insert(ErrorCode::InvalidTxnState);
         }
         out
+    }
+
+    /// Sends a broker's AddPartitionsToTxn to the coordinator on broker `node`.
+    async fn ask_remote(
+        &self,
+        state: &BrokerState,
+        node: i32,
+        request: AddPartitionsToTxnRequest,
+    ) -> Result<AddPartitionsToTxnResponse, ErrorCode> {
+        let Some(link) = self.peers.link(state, node).await else {
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let api = protocol::ApiKey::AddPartitionsToTxn as i16;
+        let Some(version) = link
+            .versions(api)
+            .map(|(_, max)| max.min(5))
+            .filter(|&v| v >= 4)
+        else {
+            tracing::warn!(node, "the coordinator's broker cannot verify transactional writes (no AddPartitionsToTxn v4)");
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        };
+        let Some(body) = crate::controller_api::encode_body(&request, version) else {
+            return Err(ErrorCode::UnknownServerError);
+        };
+        let mut answer = match link
+            .call_encoded(api, version, body, Duration::from_secs(30))
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => {
+                self.peers.failed(node, &link).await;
+                tracing::debug!(node, error = %e, "asking a remote transaction coordinator failed");
+                return Err(ErrorCode::CoordinatorNotAvailable);
+            }
+        };
+        <AddPartitionsToTxnResponse as protocol::Decode>::decode(&mut answer, version).map_err(
+            |e| {
+                tracing::warn!(node, error = %e, "undecodable AddPartitionsToTxn answer");
+                ErrorCode::CoordinatorNotAvailable
+            },
+        )
     }
 
     /// KIP-890 verification for a local transactional write: Ok when every partition is
@@ -435,6 +488,30 @@ impl Transactions {
         client_host: &str,
         body: RequestKind,
     ) -> Reply {
+        let rx = self.submit(state, ctx.version, client_id, client_host, body);
+        let cancel = state.cancel.clone();
+        Reply::Later(Box::pin(async move {
+            let resp = tokio::select! {
+                r = rx => r,
+                _ = cancel.cancelled() => return None,
+            };
+            match resp {
+                Ok(resp) => ctx.encode(resp),
+                Err(_) => None,
+            }
+        }))
+    }
+
+    /// Runs one transaction request (at `version`) through the coordinator; its answer
+    /// arrives on the returned channel.
+    fn submit(
+        self: &Arc<Self>,
+        state: &Arc<BrokerState>,
+        version: i16,
+        client_id: &str,
+        client_host: &str,
+        body: RequestKind,
+    ) -> oneshot::Receiver<ResponseKind> {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending
@@ -443,7 +520,7 @@ impl Transactions {
             .insert(token, tx);
         let rctx = RequestContext {
             token,
-            api_version: ctx.version,
+            api_version: version,
             client_id,
             client_host,
         };
@@ -461,17 +538,7 @@ impl Transactions {
             self.process(state, &mut c, out);
         }
         self.wake.notify_one();
-        let cancel = state.cancel.clone();
-        Reply::Later(Box::pin(async move {
-            let resp = tokio::select! {
-                r = rx => r,
-                _ = cancel.cancelled() => return None,
-            };
-            match resp {
-                Ok(resp) => ctx.encode(resp),
-                Err(_) => None,
-            }
-        }))
+        rx
     }
 
     /// Carries out an output with the coordinator lock held (so writes reach the log in the

@@ -82,11 +82,15 @@ impl Partition {
         self: &std::sync::Arc<Self>,
         batches: Bytes,
         producer_id: i64,
+        producer_epoch: i16,
         verify: impl FnOnce() -> Result<(), ErrorCode>,
     ) -> Result<AppendInfo, TxnAppendError> {
         let guard = {
             let mut g = self.txn.lock();
-            if self.log.has_ongoing_transaction(producer_id) {
+            if self
+                .log
+                .has_ongoing_transaction_at(producer_id, producer_epoch)
+            {
                 return self.append_locked(batches);
             }
             g.take(producer_id)
@@ -105,9 +109,12 @@ impl Partition {
     /// Takes a verification guard for a producer that has no open transaction here (`None`
     /// when it has one: its appends need no verification), before asking a remote
     /// coordinator. Release it with `end_verification`.
-    pub fn begin_verification(&self, producer_id: i64) -> Option<u64> {
+    pub fn begin_verification(&self, producer_id: i64, producer_epoch: i16) -> Option<u64> {
         let mut g = self.txn.lock();
-        if self.log.has_ongoing_transaction(producer_id) {
+        if self
+            .log
+            .has_ongoing_transaction_at(producer_id, producer_epoch)
+        {
             return None;
         }
         Some(g.take(producer_id))
@@ -141,12 +148,15 @@ impl Partition {
         batch: Bytes,
         leader_epoch: i32,
         producer_id: i64,
+        producer_epoch: i16,
         guard: Option<u64>,
     ) -> Result<AppendInfo, ErrorCode> {
         let mut g = self.txn.lock();
         let verified = match guard {
             Some(guard) => g.release(producer_id, guard),
-            None => self.log.has_ongoing_transaction(producer_id),
+            None => self
+                .log
+                .has_ongoing_transaction_at(producer_id, producer_epoch),
         };
         if !verified {
             return Err(ErrorCode::InvalidTxnState);
@@ -243,7 +253,7 @@ mod tests {
     fn a_marker_between_verification_and_append_refuses_the_offsets() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = leader(dir.path());
-        let guard = p.begin_verification(7).expect("no transaction open");
+        let guard = p.begin_verification(7, 0).expect("no transaction open");
         p.append_txn_marker(
             7,
             0,
@@ -255,18 +265,18 @@ mod tests {
         .expect("marker");
         let end = p.log.log_end_offset();
         assert_eq!(
-            p.append_txn_offsets(txn_offsets(7), 3, 7, Some(guard))
+            p.append_txn_offsets(txn_offsets(7), 3, 7, 0, Some(guard))
                 .err(),
             Some(ErrorCode::InvalidTxnState)
         );
         assert_eq!(p.log.log_end_offset(), end, "nothing appended");
         // Verified and nothing in between: appended, and the transaction is open here.
-        let guard = p.begin_verification(8).expect("no transaction open");
-        p.append_txn_offsets(txn_offsets(8), 3, 8, Some(guard))
+        let guard = p.begin_verification(8, 0).expect("no transaction open");
+        p.append_txn_offsets(txn_offsets(8), 3, 8, 0, Some(guard))
             .expect("appended");
         assert!(p.log.has_ongoing_transaction(8));
         // Open when verified (no guard), closed by a marker before the append: refused.
-        assert!(p.begin_verification(8).is_none());
+        assert!(p.begin_verification(8, 0).is_none());
         p.append_txn_marker(
             8,
             0,
@@ -277,13 +287,24 @@ mod tests {
         )
         .expect("marker");
         assert_eq!(
-            p.append_txn_offsets(txn_offsets(8), 3, 8, None).err(),
+            p.append_txn_offsets(txn_offsets(8), 3, 8, 0, None).err(),
+            Some(ErrorCode::InvalidTxnState)
+        );
+        // Transaction version 2 bumps the epoch per transaction: the next transaction (epoch 1)
+        // is verified again even while the previous one (epoch 0) is still open here.
+        let guard = p.begin_verification(10, 0).expect("no transaction open");
+        p.append_txn_offsets(txn_offsets(10), 3, 10, 0, Some(guard))
+            .expect("appended");
+        assert!(p.begin_verification(10, 0).is_none());
+        assert!(p.begin_verification(10, 1).is_some());
+        assert_eq!(
+            p.append_txn_offsets(txn_offsets(10), 3, 10, 1, None).err(),
             Some(ErrorCode::InvalidTxnState)
         );
         // A stale leader epoch is refused even when verified.
-        let guard = p.begin_verification(9).expect("no transaction open");
+        let guard = p.begin_verification(9, 0).expect("no transaction open");
         assert_eq!(
-            p.append_txn_offsets(txn_offsets(9), 2, 9, Some(guard))
+            p.append_txn_offsets(txn_offsets(9), 2, 9, 0, Some(guard))
                 .err(),
             Some(ErrorCode::NotLeaderOrFollower)
         );

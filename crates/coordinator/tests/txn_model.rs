@@ -221,7 +221,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     _ => true,
                 });
                 if let Some(pe) = learned {
-                    if i.pid_epoch.is_none_or(|(_, e)| pe.1 > e || pe.0 != i.pid_epoch.map_or(-1, |p| p.0)) {
+                    if i.pid_epoch
+                        .is_none_or(|(_, e)| pe.1 > e || pe.0 != i.pid_epoch.map_or(-1, |p| p.0))
+                    {
                         i.pid_epoch = Some(pe);
                     }
                 }

@@ -37,7 +37,10 @@ fn each_transaction_bumps_the_epoch_and_markers_carry_it() {
     assert_eq!((r.producer_id.0, r.producer_epoch), (pid, e0 + 1));
     assert_eq!(h.state("tx"), Some(TxnState::PrepareCommit));
     let m = h.markers[0].clone();
-    assert_eq!((m.producer_id, m.producer_epoch, m.commit), (pid, e0 + 1, true));
+    assert_eq!(
+        (m.producer_id, m.producer_epoch, m.commit),
+        (pid, e0 + 1, true)
+    );
 
     // The next transaction's first batch, before the markers are written: the add waits for
     // the previous transaction to complete instead of failing.
@@ -126,7 +129,10 @@ fn an_exhausted_epoch_moves_the_id_to_a_new_producer_id() {
     // A retry with the old id and its last epoch is recognised.
     let t = h.end_v2("tx", pid, last, true);
     let r = h.end_resp(t).unwrap();
-    assert_eq!((r.error_code, r.producer_id.0, r.producer_epoch), (NONE, v.producer_id, 0));
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (NONE, v.producer_id, 0)
+    );
 }
 
 #[test]

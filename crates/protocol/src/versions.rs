@@ -31,15 +31,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::InitProducerId, 0, 5),
-    // Transactions (transaction version 1: the epoch stays the same across transactions).
-    // EndTxn v5 and TxnOffsetCommit v5 mean transaction version 2 (KIP-890 part 2), which
-    // Moldau does not implement, so they are not advertised; clients use them only when the
-    // broker finalizes the `transaction.version` feature at 2.
+    // Transactions. EndTxn v5, TxnOffsetCommit v5 and Produce v12 in a transaction are
+    // transaction version 2 (KIP-890 part 2: the epoch is bumped per transaction, leaders add
+    // partitions on the producer's behalf); clients use them when ApiVersions finalizes the
+    // `transaction.version` feature at 2 (`with_features`), others stay on version 1.
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
@@ -139,6 +139,32 @@ pub fn api_versions_response_for(
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(keys)
+}
+
+/// Kafka's `transaction.version` feature: the highest level Moldau supports, and the level
+/// it finalizes (2: KIP-890 part 2, as a new Kafka 4.x cluster).
+pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
+pub const TRANSACTION_VERSION: i16 = 2;
+
+/// Adds the features Moldau supports and finalizes to a broker's ApiVersions answer (tagged
+/// fields of v3+): `transaction.version` 0-2, finalized at 2, with `finalized_epoch` (Kafka
+/// gives the metadata offset the features were read at; clients keep the answer with the
+/// highest epoch). The Java client uses transaction version 2 only when it sees it here.
+pub fn with_features(resp: ApiVersionsResponse, finalized_epoch: i64) -> ApiVersionsResponse {
+    use kafka_protocol::messages::api_versions_response::{
+        FinalizedFeatureKey, SupportedFeatureKey,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let name = || StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
+    resp.with_supported_features(vec![SupportedFeatureKey::default()
+        .with_name(name())
+        .with_min_version(0)
+        .with_max_version(TRANSACTION_VERSION)])
+        .with_finalized_features_epoch(finalized_epoch.max(0))
+        .with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(name())
+            .with_min_version_level(TRANSACTION_VERSION)
+            .with_max_version_level(TRANSACTION_VERSION)])
 }
 
 #[cfg(test)]

@@ -1459,6 +1459,19 @@ impl Log {
         self.shared.append.lock().producers.has_ongoing(producer_id)
     }
 
+    /// Whether the producer has an open transaction here written with `producer_epoch`. A
+    /// producer that bumped its epoch since (transaction version 2 bumps it per transaction)
+    /// starts a new transaction, which its coordinator has to confirm, even while the marker
+    /// of its previous one is still on the way.
+    pub fn has_ongoing_transaction_at(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        let g = self.shared.append.lock();
+        g.producers.has_ongoing(producer_id)
+            && g.producers
+                .producers
+                .get(&producer_id)
+                .is_some_and(|e| e.epoch == producer_epoch)
+    }
+
     /// The producers this partition knows (DescribeProducers), ordered by id.
     pub fn producers(&self) -> Vec<ProducerSnapshot> {
         self.shared.append.lock().producers.snapshots()

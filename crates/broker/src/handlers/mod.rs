@@ -396,7 +396,10 @@ pub fn dispatch(
                 protocol::messages::ApiVersionsResponse::default()
                     .with_error_code(code(ErrorCode::InvalidRequest))
             } else {
-                protocol::versions::api_versions_response(0)
+                protocol::versions::with_features(
+                    protocol::versions::api_versions_response(0),
+                    state.image().offset,
+                )
             };
             ctx.ready(ResponseKind::ApiVersions(resp))
         }

@@ -79,9 +79,15 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> R
     merge_repeated(&mut req, ctx.version);
     match req.transactional_id.as_ref() {
         Some(txn_id) if req.acks != 0 => {
-            match state.txns.remote_coordinator(state, txn_id.as_str()) {
-                Some(node) => produce_remote_verified(state, ctx, req, node),
-                None => produce_with(state, ctx, req, &Verifier::Local),
+            let node = state.txns.remote_coordinator(state, txn_id.as_str());
+            // Produce v12+ in a transaction is transaction version 2 (KIP-890 part 2): this
+            // leader adds the partitions to the transaction itself, as Kafka's
+            // AddPartitionsToTxnManager does for that version.
+            let add = ctx.version >= 12;
+            if node.is_some() || add {
+                produce_asked(state, ctx, req, node, add)
+            } else {
+                produce_with(state, ctx, req, &Verifier::Local)
             }
         }
         _ => produce_with(state, ctx, req, &Verifier::Local),
@@ -124,14 +130,17 @@ fn merge_repeated(req: &mut ProduceRequest, version: i16) {
     req.topic_data = merged;
 }
 
-/// A transactional produce whose coordinator is on broker `node`: every partition whose
-/// producer has no open transaction here takes a guard, one AddPartitionsToTxn asks the
-/// coordinator about all of them, then the request is appended as usual with those answers.
-fn produce_remote_verified(
+/// A transactional produce that asks its coordinator first (on broker `node`, or this
+/// broker's for None; `add`: add the partitions rather than verify them): every partition
+/// whose producer has no open transaction here at this epoch takes a guard, one
+/// AddPartitionsToTxn asks the coordinator about all of them, then the request is appended
+/// as usual with those answers.
+fn produce_asked(
     state: &Arc<BrokerState>,
     ctx: Ctx,
     req: ProduceRequest,
-    node: i32,
+    node: Option<i32>,
+    add: bool,
 ) -> Reply {
     let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.to_string()) else {
         return produce_with(state, ctx, req, &Verifier::Local);
@@ -161,7 +170,8 @@ fn produce_remote_verified(
                 continue;
             };
             producer.get_or_insert((header.producer_id, header.producer_epoch));
-            if let Some(g) = partition.begin_verification(header.producer_id) {
+            if let Some(g) = partition.begin_verification(header.producer_id, header.producer_epoch)
+            {
                 guards.insert((name.clone(), pd.index), (partition, g));
             }
         }
@@ -177,7 +187,7 @@ fn produce_remote_verified(
         let asked: BTreeSet<(String, i32)> = guards.keys().cloned().collect();
         let answers = state
             .txns
-            .verify_remote(&state, node, &txn_id, pid, epoch, &asked)
+            .ask(&state, node, &txn_id, pid, epoch, &asked, !add)
             .await;
         let verifier = Verifier::Remote { answers, guards };
         let reply = produce_with(&state, ctx, req, &verifier);
@@ -431,7 +441,7 @@ fn append(
         ErrorCode::InvalidTxnState
     };
     partition
-        .append_transactional(records, pid, || {
+        .append_transactional(records, pid, epoch, || {
             verifier.verify(state, txn_id, pid, epoch, &tp)
         })
         .map_err(|e| match e {

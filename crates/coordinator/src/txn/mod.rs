@@ -1,6 +1,6 @@
-//! The transaction coordinator (KIP-98, KIP-447, KIP-890 part 1) as a sans-IO state machine:
-//! requests, write completions, marker acknowledgements and the current time in; responses,
-//! `__transaction_state` writes and transaction markers to deliver out.
+//! The transaction coordinator (KIP-98, KIP-447, KIP-890 parts 1 and 2) as a sans-IO state
+//! machine: requests, write completions, marker acknowledgements and the current time in;
+//! responses, `__transaction_state` writes and transaction markers to deliver out.
 //!
 //! # Driving it (the broker runtime's side)
 //! - One [`TransactionCoordinator`] per broker, single-threaded (`&mut self`); wrap it in a
@@ -37,6 +37,9 @@
 //! Ongoing or Empty (InitProducerId bumps the epoch). InitProducerId during an Ongoing
 //! transaction fences it (PrepareEpochFence, then PrepareAbort with the bumped epoch) and
 //! answers CONCURRENT_TRANSACTIONS so the client retries.
+//!
+//! Transaction version 2 (KIP-890 part 2, EndTxn v5 and the leaders' adds): see
+//! [`TransactionCoordinator::end_txn`]; every commit or abort bumps the epoch.
 
 pub mod log;
 

@@ -8,6 +8,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -108,5 +110,65 @@ class TransactionsTest extends BrokerTestBase {
             c.assign(List.of(new TopicPartition(out, 0)));
             assertEquals("V0", pollCount(c, 10, Duration.ofSeconds(60)).get(0).value());
         }
+    }
+
+    /**
+     * Transaction version 2 (KIP-890 part 2): the broker finalizes {@code transaction.version=2}
+     * in ApiVersions, so this client ends each transaction with EndTxn v5, which bumps the
+     * producer epoch (the markers carry the bumped epoch, fencing late writes of the ended
+     * transaction), and sends no AddPartitionsToTxn/AddOffsetsToTxn: the partition leaders and
+     * the group coordinator add the partitions from Produce v12 and TxnOffsetCommit v5. Three
+     * transactions (commit with offsets, abort, commit) after initTransactions leave the epoch
+     * three past the first one; with transaction version 1 it would not move.
+     */
+    @Test
+    void transactionVersion2BumpsTheEpochPerTransaction(TestInfo info) throws Exception {
+        FinalizedVersionRange tv = admin().describeFeatures().featureMetadata().get()
+                .finalizedFeatures().get("transaction.version");
+        assertEquals(2, tv == null ? -1 : tv.maxVersionLevel(), "transaction.version finalized");
+        String topic = unique(info);
+        String group = topic + "-g";
+        String txId = topic + "-tx";
+        createTopic(topic, 2, Map.of());
+        TopicPartition tp0 = new TopicPartition(topic, 0);
+        int first;
+        try (KafkaProducer<String, String> p = txProducer(txId)) {
+            p.initTransactions();
+            first = describe(txId).producerEpoch();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 0, "k", "c1"));
+            p.send(new ProducerRecord<>(topic, 1, "k", "c2"));
+            p.sendOffsetsToTransaction(Map.of(tp0, new OffsetAndMetadata(7)),
+                    new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group));
+            p.commitTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 0, "k", "a1"));
+            p.flush();
+            p.abortTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, 1, "k", "c3"));
+            p.commitTransaction();
+        }
+        TransactionDescription d = describe(txId);
+        assertEquals(first + 3, d.producerEpoch(), "one epoch bump per transaction");
+        assertEquals(7, admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                .get(tp0).offset());
+        try (KafkaConsumer<String, String> c = consumer(Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            c.assign(List.of(tp0, new TopicPartition(topic, 1)));
+            List<String> values = new ArrayList<>();
+            pollCount(c, 3, Duration.ofSeconds(60)).forEach(r -> values.add(r.value()));
+            values.sort(String::compareTo);
+            assertEquals(List.of("c1", "c2", "c3"), values);
+            assertEquals(0, c.poll(Duration.ofSeconds(2)).count());
+        }
+        // A second instance fences the first as before.
+        try (KafkaProducer<String, String> p = txProducer(txId)) {
+            p.initTransactions();
+            assertEquals(first + 4, describe(txId).producerEpoch());
+        }
+    }
+
+    private TransactionDescription describe(String txId) throws Exception {
+        return admin().describeTransactions(List.of(txId)).description(txId).get();
     }
 }

@@ -419,8 +419,15 @@ def test_group_id_only_transactional_offsets_into_a_live_consumer_group(cbroker)
         clients.run_async(aio(), timeout=60)
         admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
         from confluent_kafka import ConsumerGroupTopicPartitions
-        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
-        got = {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == topic}
+        # EndTxn is answered once the commit is prepared; the markers that make the offsets
+        # visible follow (in Kafka too), so an OffsetFetch right after may not see them yet.
+        deadline = time.monotonic() + 30
+        while True:
+            res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
+            got = {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == topic}
+            if got == {0: 7, 1: 9} or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert got == {0: 7, 1: 9}, got
         assert_no_errors([m])
     finally:

@@ -58,9 +58,10 @@ def describe_broker(cadmin: AdminClient, broker: str) -> dict:
     return cadmin.describe_configs([r])[r].result(timeout=30)
 
 
-def kafka_python_alter(bootstrap: str, broker: str, configs: dict) -> str:
-    """IncrementalAlterConfigs from kafka-python on one broker: 'OK' or its error text."""
-    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+def kafka_python_alter(bootstrap: str, broker: str, configs: dict, **security) -> str:
+    """IncrementalAlterConfigs from kafka-python on one broker: 'OK' or its error text
+    (`security`: kafka-python's connection settings)."""
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap, **security)
     try:
         res = kadmin.alter_configs([ConfigResource(ConfigResourceType.BROKER, broker, configs=configs)],
                                    raise_on_unknown=False, incremental=True)

@@ -161,7 +161,7 @@ async fn serve(
     };
     let handshake = tokio::time::timeout(
         std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
-        tls.acceptor.accept(stream),
+        tls.acceptor().accept(stream),
     );
     let stream = tokio::select! {
         _ = cancel.cancelled() => return,

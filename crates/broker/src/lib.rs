@@ -338,6 +338,7 @@ impl Broker {
                     link_config,
                 ),
                 inter_broker_security,
+                tls: tls.clone(),
                 quorum: quorum_handle,
                 cluster_id: cluster_id.clone(),
                 cancel: cancel.clone(),

@@ -89,6 +89,8 @@ pub struct BrokerState {
     pub controller: ControllerLink,
     /// How this broker secures its connections to other brokers (see `peers`).
     pub inter_broker_security: client::Security,
+    /// The TLS listeners' acceptors, by listener name (reloaded by [`BrokerState::refresh_tls`]).
+    pub tls: BTreeMap<String, Arc<crate::tls::ListenerTls>>,
     /// This node's quorum member, when it is a controller voter.
     pub quorum: Option<QuorumHandle>,
     cluster_id: quorum::transport::SharedClusterId,
@@ -135,6 +137,8 @@ pub struct StateParts {
     pub endpoints: Vec<Endpoint>,
     pub controller: ControllerLink,
     pub inter_broker_security: client::Security,
+    /// The TLS listeners' acceptors, by listener name.
+    pub tls: BTreeMap<String, Arc<crate::tls::ListenerTls>>,
     pub quorum: Option<QuorumHandle>,
     /// The cluster id this node sends to the quorum (learnt from the committed image).
     pub cluster_id: quorum::transport::SharedClusterId,
@@ -194,6 +198,7 @@ impl BrokerState {
             tasks: parts.tasks,
             controller: parts.controller,
             inter_broker_security: parts.inter_broker_security,
+            tls: parts.tls,
             quorum: parts.quorum,
             cluster_id: parts.cluster_id,
             broker_epoch: AtomicI64::new(-1),
@@ -282,6 +287,27 @@ impl BrokerState {
     }
 
     /// The effective broker-level keys (static config overlaid by dynamic broker configs).
+    /// Reloads the TLS listeners whose stores changed: another file named by the dynamic
+    /// `listener.name.<listener>.ssl.*.location`, or the same file with new contents. A store
+    /// that cannot be loaded is logged and the listener keeps its current certificate.
+    pub fn refresh_tls(&self) {
+        if self.tls.is_empty() {
+            return;
+        }
+        let props = self.broker_props();
+        for (listener, tls) in &self.tls {
+            match tls.refresh(&props) {
+                Ok(true) => tracing::info!(%listener, "TLS stores reloaded"),
+                Ok(false) => {}
+                Err(e) => tracing::error!(
+                    %listener,
+                    error = %e,
+                    "TLS stores not reloaded; the listener keeps its current certificate"
+                ),
+            }
+        }
+    }
+
     pub fn broker_props(&self) -> Arc<BTreeMap<String, String>> {
         self.broker_props
             .read()
@@ -339,6 +365,7 @@ impl BrokerState {
             *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
             self.broker_props_version
                 .send_modify(|v| *v = v.wrapping_add(1));
+            self.refresh_tls();
         }
         if self.config.roles.broker && !delta.full {
             self.count_isr_changes(&image, &delta);

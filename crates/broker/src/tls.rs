@@ -3,7 +3,9 @@
 //! one file), PEM truststore, `ssl.client.auth` (mTLS), and the principal of a client
 //! certificate (its subject in RFC 2253 form through `ssl.principal.mapping.rules`). Everything
 //! is loaded when the broker starts; a file or rule that cannot be used stops the start with an
-//! error naming its key.
+//! error naming its key. The stores are reloaded without a restart, as Kafka reloads a
+//! keystore: when the dynamic `listener.name.<listener>.ssl.keystore.location` (or truststore)
+//! names another file, or the same file changed; new handshakes use the new certificate.
 
 use auth::mapping::SslPrincipalMapper;
 use model::security::{ClientAuth, SecurityConfig, TlsListenerConfig};
@@ -12,20 +14,61 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
 /// How long a client may take to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
-/// A TLS listener's acceptor and principal mapping.
+/// A TLS listener's acceptor and principal mapping. The acceptor is swapped whole when its
+/// stores are reloaded (a handshake in progress keeps the config it started with); the
+/// principal mapping and the other settings come from the config file and stay.
 pub struct ListenerTls {
-    pub acceptor: tokio_rustls::TlsAcceptor,
+    listener: String,
+    /// The listener's settings from the config file; the dynamic store locations override.
+    base: TlsListenerConfig,
+    current: RwLock<Loaded>,
     mapper: SslPrincipalMapper,
+}
+
+/// The acceptor in use and what it was loaded from.
+struct Loaded {
+    acceptor: tokio_rustls::TlsAcceptor,
+    stores: Vec<FileStamp>,
+}
+
+/// A store file as last seen: its path, modification time and length (an in-place renewal
+/// changes at least one of the two).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    path: String,
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+impl FileStamp {
+    fn of(path: &str) -> FileStamp {
+        let meta = std::fs::metadata(path).ok();
+        FileStamp {
+            path: path.to_string(),
+            modified: meta.as_ref().and_then(|m| m.modified().ok()),
+            len: meta.map_or(0, |m| m.len()),
+        }
+    }
+
+    fn stores(c: &TlsListenerConfig) -> Vec<FileStamp> {
+        std::iter::once(&c.keystore_location)
+            .chain(c.truststore_location.as_ref())
+            .map(|p| FileStamp::of(p))
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for ListenerTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ListenerTls").finish_non_exhaustive()
+        f.debug_struct("ListenerTls")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
     }
 }
 
@@ -51,7 +94,7 @@ pub fn load_all(
     security
         .tls
         .iter()
-        .map(|(name, c)| Ok((name.clone(), Arc::new(load(c)?))))
+        .map(|(name, c)| Ok((name.clone(), Arc::new(ListenerTls::load(name, c)?))))
         .collect()
 }
 
@@ -66,8 +109,8 @@ fn certificates(key: &str, path: &str) -> Result<Vec<CertificateDer<'static>>, T
     Ok(certs)
 }
 
-/// Builds one listener's TLS server config.
-pub fn load(c: &TlsListenerConfig) -> Result<ListenerTls, TlsConfigError> {
+/// Builds one listener's TLS acceptor from its stores.
+fn acceptor(c: &TlsListenerConfig) -> Result<tokio_rustls::TlsAcceptor, TlsConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates(&c.keystore_key, &c.keystore_location)?;
     let key = PrivateKeyDer::from_pem_file(&c.keystore_location).map_err(|e| {
@@ -110,15 +153,78 @@ pub fn load(c: &TlsListenerConfig) -> Result<ListenerTls, TlsConfigError> {
     let config = builder
         .with_single_cert(chain, key)
         .map_err(|e| err(&c.keystore_key, e.to_string()))?;
-    let mapper = SslPrincipalMapper::parse(&c.principal_mapping_rules)
-        .map_err(|e| err("ssl.principal.mapping.rules", e.to_string()))?;
-    Ok(ListenerTls {
-        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        mapper,
-    })
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 impl ListenerTls {
+    /// Loads a listener's stores and principal mapping from its configured settings.
+    pub fn load(listener: &str, c: &TlsListenerConfig) -> Result<ListenerTls, TlsConfigError> {
+        let stores = FileStamp::stores(c);
+        let acceptor = acceptor(c)?;
+        let mapper = SslPrincipalMapper::parse(&c.principal_mapping_rules)
+            .map_err(|e| err("ssl.principal.mapping.rules", e.to_string()))?;
+        Ok(ListenerTls {
+            listener: listener.to_string(),
+            base: c.clone(),
+            current: RwLock::new(Loaded { acceptor, stores }),
+            mapper,
+        })
+    }
+
+    /// The acceptor for a new connection.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .acceptor
+            .clone()
+    }
+
+    /// The listener's settings with the dynamic store locations among `props` (the broker's
+    /// effective keys, or those a change would make).
+    fn effective(&self, props: &BTreeMap<String, String>) -> TlsListenerConfig {
+        let mut c = self.base.clone();
+        for (k, v) in props {
+            match model::security::dynamic_tls_key(k) {
+                Some((l, "ssl.keystore.location")) if l.eq_ignore_ascii_case(&self.listener) => {
+                    c.keystore_location = v.clone();
+                    c.keystore_key = k.clone();
+                }
+                Some((l, "ssl.truststore.location")) if l.eq_ignore_ascii_case(&self.listener) => {
+                    c.truststore_location = Some(v.clone());
+                    c.truststore_key = k.clone();
+                }
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// Checks the stores `props` name can be loaded, loading nothing into the listener (a
+    /// dynamic change is refused otherwise, as Kafka validates a reconfiguration).
+    pub fn check(&self, props: &BTreeMap<String, String>) -> Result<(), TlsConfigError> {
+        acceptor(&self.effective(props)).map(|_| ())
+    }
+
+    /// Reloads the stores when `props` name other files than those loaded, or a loaded file
+    /// changed since. `Ok(true)` when reloaded; on an error the current acceptor stays.
+    pub fn refresh(&self, props: &BTreeMap<String, String>) -> Result<bool, TlsConfigError> {
+        let c = self.effective(props);
+        let stores = FileStamp::stores(&c);
+        if self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .stores
+            == stores
+        {
+            return Ok(false);
+        }
+        let acceptor = acceptor(&c)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Loaded { acceptor, stores };
+        Ok(true)
+    }
+
     /// The principal name of a client certificate (Kafka's `DefaultKafkaPrincipalBuilder`):
     /// the mapped subject, or ANONYMOUS without a certificate.
     pub fn principal(&self, peer_certificates: Option<&[CertificateDer<'_>]>) -> String {

@@ -1764,6 +1764,12 @@ impl Controller {
         };
         for (k, v) in &change.changes {
             match v {
+                Some(_) if broker.is_empty() && model::config::is_per_broker_config(k) => {
+                    return Err(ControllerError::new(
+                        ErrorCode::InvalidRequest,
+                        format!("Cannot update {k} at default cluster level, broker id must be specified"),
+                    ));
+                }
                 Some(v) => {
                     model::config::validate_dynamic_broker_config(k, v).map_err(|e| {
                         ControllerError::new(ErrorCode::InvalidRequest, e.to_string())

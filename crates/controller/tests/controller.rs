@@ -313,6 +313,10 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
     assert_eq!(h.image.broker_configs[""]["log.retention.ms"], "1000");
     assert_eq!(h.image.broker_configs[""]["some.plugin.key"], "x");
     assert_eq!(h.image.broker_configs["1"]["message.max.bytes"], "2000");
+    // A listener's keystore changes at runtime, per broker.
+    let keystore = "listener.name.ssl.ssl.keystore.location";
+    alter_broker(&mut h, "1", &[(keystore, Some("/k.pem"))], false).unwrap();
+    assert_eq!(h.image.broker_configs["1"][keystore], "/k.pem");
 
     // Refusals change nothing: a bad value, a static key, a bad resource name.
     let before = h.image.broker_configs.clone();
@@ -325,6 +329,16 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
         ("", "log.cleaner.backoff.ms", "-1"),
         ("", "log.cleaner.backoff.ms", "soon"),
         ("1", "node.id", "7"),
+        // Per broker only, as Kafka's per-broker security configs.
+        ("", "listener.name.ssl.ssl.keystore.location", "/k.pem"),
+        ("1", "listener.name.ssl.ssl.keystore.location", " "),
+        // No other listener key changes at runtime: refused rather than stored and ignored.
+        ("1", "listener.name.ssl.ssl.client.auth", "required"),
+        (
+            "1",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms",
+            "PLAIN",
+        ),
         ("foo", "log.retention.ms", "1"),
         ("-1", "log.retention.ms", "1"),
     ] {
@@ -347,6 +361,7 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
     .unwrap();
     // Removal, and legacy AlterConfigs replacing the whole set.
     alter_broker(&mut h, "1", &[("message.max.bytes", None)], false).unwrap();
+    alter_broker(&mut h, "1", &[(keystore, None)], false).unwrap();
     assert!(!h.image.broker_configs.contains_key("1"));
     alter_broker(&mut h, "", &[("log.segment.bytes", Some("1048576"))], true).unwrap();
     assert_eq!(

@@ -979,6 +979,13 @@ pub fn is_dynamic_broker_config(name: &str) -> bool {
     TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(name))
         || CONNECTION_LIMIT_CONFIGS.contains(&name)
         || name == CLEANER_BACKOFF_MS
+        || crate::security::dynamic_tls_key(name).is_some()
+}
+
+/// Whether a dynamic broker key may only be set for one broker, not as the cluster-wide
+/// default (Kafka's per-broker security configs: a keystore is a broker's own).
+pub fn is_per_broker_config(name: &str) -> bool {
+    crate::security::dynamic_tls_key(name).is_some()
 }
 
 /// How long the cleaner pauses between passes, dynamic as in Kafka (`LogCleaner`'s
@@ -1038,6 +1045,24 @@ pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), Conf
     }
     if key == CLEANER_BACKOFF_MS {
         return at_least(key, value, parse_i64(key, value)?, 0).map(|_| ());
+    }
+    if crate::security::dynamic_tls_key(key).is_some() {
+        // The broker the key is set for loads the file before the change is accepted.
+        if value.trim().is_empty() {
+            return Err(ConfigError::new(
+                key,
+                value,
+                "expected the path of a PEM file",
+            ));
+        }
+        return Ok(());
+    }
+    if key.starts_with("listener.name.") {
+        return Err(ConfigError::new(
+            key,
+            value,
+            "cannot be updated dynamically (of the listener keys only listener.name.<listener>.ssl.keystore.location and .ssl.truststore.location can); set it in the broker's config file",
+        ));
     }
     if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
         return TopicConfig::validate(def.name, value)

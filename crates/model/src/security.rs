@@ -31,6 +31,20 @@ const LISTENER_KEYS: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
 ];
 
+/// The TLS keys a listener's certificate can be changed with at runtime, as Kafka reloads a
+/// keystore: `listener.name.<listener>.<key>` set on one broker by IncrementalAlterConfigs (the
+/// same path set again reloads the file when it changed). New connections get the new
+/// certificate; open ones keep theirs.
+pub const DYNAMIC_TLS_KEYS: &[&str] = &["ssl.keystore.location", "ssl.truststore.location"];
+
+/// The listener (as written, any case) and key of a dynamic TLS key
+/// (`listener.name.<listener>.ssl.keystore.location`), `None` for any other key.
+pub fn dynamic_tls_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (listener, suffix) = rest.split_once('.')?;
+    (!listener.is_empty() && DYNAMIC_TLS_KEYS.contains(&suffix)).then_some((listener, suffix))
+}
+
 /// `ssl.client.auth`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientAuth {
@@ -248,11 +262,27 @@ pub fn parse(
     for (k, v) in props {
         if let Some(rest) = k.strip_prefix("listener.name.") {
             let name = rest.split('.').next().unwrap_or_default();
-            if !listeners.iter().any(|l| l.name.eq_ignore_ascii_case(name)) {
+            let Some(listener) = listeners.iter().find(|l| l.name.eq_ignore_ascii_case(name))
+            else {
                 return Err(ConfigError::new(
                     k,
                     &redact(k, v),
                     format!("names listener {name}, which is not in listeners"),
+                ));
+            };
+            // A TLS key of a listener that does not use TLS would be ignored: refused.
+            let tls = matches!(
+                listener.security_protocol,
+                SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+            );
+            if !tls && rest[name.len()..].starts_with(".ssl.") {
+                return Err(ConfigError::new(
+                    k,
+                    &redact(k, v),
+                    format!(
+                        "listener {name} is {}, which does not use TLS",
+                        listener.security_protocol.name()
+                    ),
                 ));
             }
         }
@@ -879,5 +909,11 @@ mod tests {
             "listener.name.external.gssapi.sasl.jaas.config"
         ));
         assert!(!is_listener_key("listener.name.external.nonsense"));
+        assert_eq!(
+            dynamic_tls_key("listener.name.SSL.ssl.keystore.location"),
+            Some(("SSL", "ssl.keystore.location"))
+        );
+        assert!(dynamic_tls_key("listener.name.ssl.ssl.client.auth").is_none());
+        assert!(dynamic_tls_key("ssl.keystore.location").is_none());
     }
 }

@@ -9,6 +9,7 @@ use model::config::{
     BROKER_CONFIGS, TOPIC_CONFIGS,
 };
 use model::group_config::{self, GROUP_CONFIGS};
+use model::security::dynamic_tls_key;
 use model::{ConfigSource, ErrorCode, TopicConfig};
 use protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -719,6 +720,58 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
+/// A change of this broker's dynamic TLS stores is loaded before it is accepted, as Kafka
+/// validates a keystore reconfiguration: a store that cannot be used, or a listener that has
+/// no TLS on this broker, is refused. (A change for another broker is checked by the
+/// controller alone, and that broker keeps its certificate if the file does not load.)
+fn check_tls_changes(
+    state: &BrokerState,
+    resource: &str,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<(), (ErrorCode, String)> {
+    let tls: Vec<(&String, (&str, &str))> = changes
+        .keys()
+        .filter_map(|k| dynamic_tls_key(k).map(|l| (k, l)))
+        .collect();
+    if tls.is_empty() || resource != state.node_id.to_string() {
+        return Ok(());
+    }
+    // The broker's keys as the change would make them (a deleted dynamic key falls back to
+    // the config file's).
+    let mut props = (*state.broker_props()).clone();
+    for (k, _) in &tls {
+        match changes
+            .get(*k)
+            .cloned()
+            .flatten()
+            .or_else(|| state.config.props.get(*k).cloned())
+        {
+            Some(v) => props.insert((*k).clone(), v),
+            None => props.remove(*k),
+        };
+    }
+    for (key, (listener, _)) in tls {
+        let Some(listener_tls) = state
+            .tls
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(listener))
+            .map(|(_, t)| t)
+        else {
+            return Err((
+                ErrorCode::InvalidRequest,
+                format!(
+                    "{key}: listener {listener} of broker {} does not use TLS",
+                    state.node_id
+                ),
+            ));
+        };
+        listener_tls
+            .check(&props)
+            .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// The changes an IncrementalAlterConfigs resource asks for (SET, DELETE, and APPEND /
 /// SUBTRACT on list configs), given each key's current value and type (`None`: unknown key).
 /// `lists` says whether APPEND / SUBTRACT work at all for the resource: Kafka 4.x refuses
@@ -885,18 +938,37 @@ pub async fn incremental_alter_configs(
                         false,
                     )?
                 }
-                BROKER => incremental_changes(
-                    &res.configs,
-                    |k| broker_value(&image, &layers, &name, k),
-                    |k| broker_config_def(k).map(|d| d.kind),
-                    true,
-                )?,
+                BROKER => {
+                    let changes = incremental_changes(
+                        &res.configs,
+                        |k| broker_value(&image, &layers, &name, k),
+                        |k| {
+                            broker_config_def(k)
+                                .map(|d| d.kind)
+                                .or_else(|| dynamic_tls_key(k).map(|_| ConfigType::String))
+                        },
+                        true,
+                    )?;
+                    check_tls_changes(&state, &name, &changes)?;
+                    changes
+                }
                 other => return Err(not_alterable(other)),
             };
             change_for(res.resource_type, &name, changes, false).map(Some)
         })
         .collect();
     let (results, offset) = decide(&state, outcomes, req.validate_only).await;
+    // A keystore set again at the same path is no metadata change: the files are looked at
+    // here (a new path was reloaded when this broker applied the change).
+    let broker_changed = req
+        .resources
+        .iter()
+        .zip(&results)
+        .any(|(res, result)| res.resource_type == BROKER && result.is_ok());
+    if broker_changed && !req.validate_only {
+        state.wait_applied(offset).await;
+        state.refresh_tls();
+    }
     let responses = req
         .resources
         .into_iter()

@@ -1,0 +1,132 @@
+"""Certificate reload without restart (issue 14), as Kafka reloads a keystore: an
+IncrementalAlterConfigs of the broker's `listener.name.<listener>.ssl.keystore.location`
+(a new path, or the same path once the file changed) makes new connections get the new
+certificate while connections already open keep working. A store that cannot be loaded is
+refused and the listener keeps its certificate, and no other `listener.name.*` key is stored to
+be ignored. (That the keys are per broker, never a cluster-wide default, is checked in
+crates/controller/tests/controller.rs: neither Python client can name the default resource.) With real clients against a real
+`moldau server`: confluent-kafka (admin, producer), kafka-python (a producer connected before
+the reload), and Python's ssl module to see which certificate a new connection is served.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   ResourceType)
+
+from test_broker_configs import kafka_python_alter
+from test_security import (kp_tls, openssl, rdkafka_tls, start_tls_broker, tls_settings,
+                           wait_tls_metadata)
+
+KEY = "listener.name.ssl.ssl.keystore.location"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A throw-away CA and three server certificates for 127.0.0.1 (distinct keys and
+    serials), each as a PEM keystore (chain and key in one file)."""
+    d = tmp_path_factory.mktemp("reload-certs")
+    ext = d / "server.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca",
+            "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    for name in ("server", "second", "third"):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", str(ext), cwd=d)
+        (d / f"{name}-keystore.pem").write_text((d / f"{name}.pem").read_text() + (d / f"{name}.key").read_text())
+    return d
+
+
+def served_certificate(address: tuple[str, int], ca) -> bytes:
+    """The DER certificate a new TLS connection to the listener is served."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(address, timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return s.getpeercert(binary_form=True)
+
+
+def der(pem_path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem_path.read_text())
+
+
+def set_broker_configs(admin: AdminClient, broker: str, entries: dict[str, str]) -> None:
+    res = ConfigResource(ResourceType.BROKER, broker, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+
+
+def produce_one(bootstrap: str, conf: dict, topic: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, **conf})
+    errors = []
+    p.produce(topic, b"after-reload", on_delivery=lambda err, _m: errors.append(err))
+    assert p.flush(30) == 0
+    assert errors == [None], errors
+
+
+def test_keystore_reload_through_incremental_alter_configs(brokers, certs, topic, tmp_path):
+    from kafka import KafkaProducer
+    live = tmp_path / "keystore.pem"
+    live.write_text((certs / "server-keystore.pem").read_text())
+    server = start_tls_broker(brokers, certs, **tls_settings(
+        certs, **{KEY: str(live), "ssl.keystore.location": "/nonexistent/unused.pem"}))
+    client = rdkafka_tls(certs, client=None)
+    wait_tls_metadata(server.bootstrap, client)
+    # The listener's own key configures it (the bare key names a file that does not exist).
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "server.pem")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, **client})
+    # A connection made before the reload, with another client library.
+    kp = KafkaProducer(bootstrap_servers=server.bootstrap, **kp_tls(certs, client=None))
+    kp.send(topic, b"before").get(timeout=30)
+
+    # A new path: new connections get the new certificate.
+    set_broker_configs(admin, "1", {KEY: str(certs / "second-keystore.pem")})
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "second.pem")
+    produce_one(server.bootstrap, client, topic)
+    kp.send(topic, b"old connection").get(timeout=30)
+
+    # The same path again once the file changed: reloaded too (Kafka's in-place renewal).
+    set_broker_configs(admin, "1", {KEY: str(live)})
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "server.pem")
+    live.write_text((certs / "third-keystore.pem").read_text())
+    assert kafka_python_alter(server.bootstrap, "1", {KEY: str(live)}, **kp_tls(certs, client=None)) == "OK"
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "third.pem")
+
+    # A store that cannot be used is refused, and the listener keeps its certificate.
+    for bad in ("/nonexistent/keystore.pem", str(certs / "ca.key")):
+        with pytest.raises(KafkaException) as e:
+            set_broker_configs(admin, "1", {KEY: bad})
+        assert e.value.args[0].code() in (40, 42), e.value  # INVALID_CONFIG / INVALID_REQUEST
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "third.pem")
+    # Other listener.name.* keys cannot change at runtime: refused, not stored and ignored.
+    with pytest.raises(KafkaException):
+        set_broker_configs(admin, "1", {"listener.name.ssl.ssl.client.auth": "required"})
+    # A listener that does not exist on this broker.
+    with pytest.raises(KafkaException):
+        set_broker_configs(admin, "1", {"listener.name.nope.ssl.keystore.location": str(live)})
+
+    kp.send(topic, b"still").get(timeout=30)
+    kp.close()
+    # The dynamic path survives a restart (it is cluster metadata).
+    server.stop()
+    server.start()
+    wait_tls_metadata(server.bootstrap, client)
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "third.pem")
+
+
+def test_tls_keys_of_a_listener_without_tls_stop_the_start(moldau_bin, tmp_path, certs):
+    args = [str(moldau_bin), "server", "--data-dir", str(tmp_path / "d"),
+            "--set", "listeners=PLAINTEXT://127.0.0.1:0",
+            "--set", f"listener.name.plaintext.ssl.keystore.location={certs / 'server-keystore.pem'}"]
+    out = subprocess.run(args, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert out.returncode != 0
+    assert b"listening on" not in out.stdout
+    assert b"listener.name.plaintext.ssl.keystore.location" in out.stderr, out.stderr

@@ -3,7 +3,8 @@ enforcement, with real clients against a real `moldau server`.
 
 kafka-python sends the two requests (its admin client has no quota methods; its own protocol
 classes encode them); Kafka's own `kafka-configs --entity-type users/clients` is in
-tests/reference/test_tools.py. Throttling is measured with confluent-kafka (librdkafka): a
+tests/reference/test_tools.py; `moldau quota` is tested here against kafka-python and in
+tests/reference/test_cli_on_kafka.py against Kafka. Throttling is measured with confluent-kafka (librdkafka): a
 producer over its `producer_byte_rate` is slowed to it (the acknowledged rate close to the
 quota over a long window: see QUOTA_TOLERANCE) while another client of the same broker is not throttled at
 all; a consumer over its `consumer_byte_rate` likewise. `quota.window.num=3` makes the rate
@@ -13,6 +14,7 @@ window (and so the test) short; the rates are Kafka's sampled rates either way.
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import urllib.request
@@ -279,3 +281,58 @@ def test_consumer_over_its_byte_rate_is_throttled_to_it(brokers):
     print("consumer rate", rate)
     assert abs(rate - quota) / quota < QUOTA_TOLERANCE, rate
     assert throttle[0] > 0
+
+
+def moldau_quota(moldau_bin, bootstrap: str, *args: str, check: bool = True):
+    out = subprocess.run([str(moldau_bin), "quota", *args, "-b", bootstrap, "--timeout-ms", "20000"],
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, f"moldau quota {' '.join(args)}: {out.stderr}"
+    return out
+
+
+def test_moldau_quota_cli_alters_and_describes_what_clients_see(brokers, moldau_bin):
+    """`moldau quota` (kafka-configs' --entity-type users/clients vocabulary): what it sets,
+    kafka-python's DescribeClientQuotas sees and the broker enforces (a librdkafka producer of
+    that client id is throttled); what it describes is what kafka-python set."""
+    b = brokers.start("quotas-cli").bootstrap
+    moldau_quota(moldau_bin, b, "alter", "--user", "alice",
+                 "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    moldau_quota(moldau_bin, b, "alter", "--user", "alice", "--client-defaults",
+                 "--add-config", "request_percentage=12.5")
+    moldau_quota(moldau_bin, b, "alter", "--client", "cli-slow", "--add-config", "producer_byte_rate=1000")
+    norm = lambda d: {tuple(sorted(k)): v for k, v in d.items()}  # noqa: E731
+    assert norm(describe(b, [])) == norm({
+        (("user", "alice"),): {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+        (("user", "alice"), ("client-id", None)): {"request_percentage": 12.5},
+        (("client-id", "cli-slow"),): {"producer_byte_rate": 1000.0},
+    })
+    # What kafka-python sets, the CLI describes (strict: alice alone, not her clients).
+    assert alter(b, [([("user", None)], [("consumer_byte_rate", 4096.0, False)])]) == [(0, None)]
+    rows = json.loads(moldau_quota(moldau_bin, b, "describe", "--user", "alice", "--strict", "--json").stdout)
+    assert rows == [{"entity": [{"type": "user", "name": "alice"}],
+                     "quotas": {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0}}], rows
+    text = moldau_quota(moldau_bin, b, "describe").stdout
+    assert "user=<default>" in text and "user=alice,client-id=<default>" in text, text
+    assert len(json.loads(moldau_quota(moldau_bin, b, "describe", "--user", "alice", "--json").stdout)) == 2
+    # Removing one key keeps the other; validate-only changes nothing; a bad value is the
+    # broker's INVALID_REQUEST message and a failing exit.
+    moldau_quota(moldau_bin, b, "alter", "--user", "alice", "--delete-config", "producer_byte_rate")
+    moldau_quota(moldau_bin, b, "alter", "--user", "bob", "--add-config", "producer_byte_rate=5",
+                 "--validate-only")
+    bad = moldau_quota(moldau_bin, b, "alter", "--user", "bob", "--add-config", "producer_byte_rate=10.5",
+                       check=False)
+    assert bad.returncode != 0 and "INVALID_REQUEST" in bad.stderr and "cannot be a fractional value" in bad.stderr, bad.stderr
+    assert moldau_quota(moldau_bin, b, "alter", "--add-config", "x=1", check=False).returncode != 0
+    assert norm(describe(b, [("user", 2, None)], strict=True)) == norm({
+        (("user", "alice"),): {"consumer_byte_rate": 2048.0}, (("user", None),): {"consumer_byte_rate": 4096.0}})
+    # The CLI's quota is enforced: a producer with that client id is throttled.
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("quota-cli", 1, 1)])["quota-cli"].result(30)
+    slow = Produced(b, "quota-cli", "cli-slow")
+    slow.thread.start()
+    wait_for("the CLI's quota throttles cli-slow", lambda: True if slow.throttle_max > 0 else f"throttle max {slow.throttle_max}")
+    slow.stop.set()
+    slow.thread.join(60)
+    assert not slow.errors, slow.errors[:3]
+    slow.producer = None

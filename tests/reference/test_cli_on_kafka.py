@@ -1,4 +1,4 @@
-"""`moldau acl` and `moldau user` against Apache Kafka 4.4 with its StandardAuthorizer: the proof
+"""`moldau acl`, `moldau user` and `moldau quota` against Apache Kafka 4.4 with its StandardAuthorizer: the proof
 that the CLI is usable on a Kafka cluster. Kafka runs from the reference kit with an extra
 SASL_PLAINTEXT listener (`--listener SASL:SASL_PLAINTEXT`: PLAIN admin/alice, SCRAM-SHA-256/512),
 `super.users=User:admin` (and User:ANONYMOUS for the kit's PLAINTEXT listener, which carries
@@ -144,3 +144,48 @@ def test_moldau_user_manages_kafka_scram_users(secured_kafka, moldau_bin, admin_
     cli(moldau_bin, kafka, admin_config, "user", "delete", user)
     eventually(lambda: authentication_error(kafka.sasl, rd_sasl("SCRAM-SHA-256", user, password)) is not None,
                "no SCRAM login after user delete")
+
+
+def test_moldau_quota_manages_kafka_client_quotas(secured_kafka, moldau_bin, admin_config):
+    """`moldau quota` on Kafka: what it sets, kafka-python's DescribeClientQuotas shows (Kafka
+    applies the record after it answers: awaited); what it describes is Kafka's answer; Kafka's
+    refusal of a bad value is the CLI's error."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin import DescribeClientQuotasRequest
+
+    def kafka_quotas() -> dict:
+        admin = KafkaAdminClient(bootstrap_servers=secured_kafka.sasl, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="PLAIN", sasl_plain_username="admin",
+                                 sasl_plain_password="admin-secret")
+        try:
+            async def send():
+                return await admin._manager.send(DescribeClientQuotasRequest(components=[], strict=False))
+            resp = admin._manager.run(send)
+        finally:
+            admin.close()
+        assert resp.error_code == 0, resp
+        return {tuple(sorted((d.entity_type, d.entity_name) for d in e.entity)): {v.key: v.value for v in e.values}
+                for e in resp.entries}
+
+    user = f"q-{uuid.uuid4().hex[:8]}"
+    cli(moldau_bin, secured_kafka, admin_config, "quota", "alter", "--user", user,
+        "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    cli(moldau_bin, secured_kafka, admin_config, "quota", "alter", "--user", user, "--client", "app",
+        "--add-config", "request_percentage=12.5")
+    eventually(lambda: kafka_quotas().get((("user", user),)) == {"producer_byte_rate": 1024.0,
+                                                                 "consumer_byte_rate": 2048.0},
+               "Kafka shows the user's quotas")
+    eventually(lambda: kafka_quotas().get((("client-id", "app"), ("user", user))) == {"request_percentage": 12.5},
+               "Kafka shows the user's client quota")
+    rows = json.loads(cli(moldau_bin, secured_kafka, admin_config, "quota", "describe", "--user", user,
+                          "--strict", "--json").stdout)
+    assert rows == [{"entity": [{"type": "user", "name": user}],
+                     "quotas": {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0}}], rows
+    cli(moldau_bin, secured_kafka, admin_config, "quota", "alter", "--user", user,
+        "--delete-config", "producer_byte_rate")
+    eventually(lambda: kafka_quotas().get((("user", user),)) == {"consumer_byte_rate": 2048.0},
+               "Kafka removed one key")
+    bad = subprocess.run([str(moldau_bin), "quota", "alter", "--user", user, "--add-config",
+                          "producer_byte_rate=10.5", "-b", secured_kafka.sasl, "--command-config",
+                          str(admin_config)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "INVALID_REQUEST" in bad.stderr and "cannot be a fractional value" in bad.stderr, bad.stderr

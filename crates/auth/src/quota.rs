@@ -163,7 +163,7 @@ pub fn validate_quota_value(entity: &QuotaEntity, key: &str, value: f64) -> Resu
             return Err(format!("Proposed value for {key} is too large for a LONG."));
         }
         if value.fract() != 0.0 {
-            return Err(format!("Integer value expected for {key}"));
+            return Err(format!("{key} cannot be a fractional value."));
         }
     }
     Ok(())

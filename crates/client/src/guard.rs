@@ -318,6 +318,8 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::DeleteAcls => (Some(2), &DELETE_ACLS),
         ApiKey::AlterUserScramCredentials => (Some(0), &ALTER_USER_SCRAM),
         ApiKey::DescribeUserScramCredentials => (Some(0), &DESCRIBE_USER_SCRAM),
+        ApiKey::DescribeClientQuotas => (Some(1), &DESCRIBE_CLIENT_QUOTAS),
+        ApiKey::AlterClientQuotas => (Some(1), &ALTER_CLIENT_QUOTAS),
         _ => return None,
     })
 }
@@ -816,6 +818,19 @@ static DESCRIBE_USER_SCRAM: S = s(&[
     F(ALL, Array(&DESCRIBED_USER)),
 ]);
 static WRITE_TXN_MARKERS: S = s(&[F(ALL, Array(&MARKER_RESULT))]);
+// Client quotas: an entity is (type, nullable name) pairs; a value is a float64 (8 bytes, walked
+// as an int64).
+static QUOTA_ENTITY: S = s(&[F(ALL, Str), F(ALL, Str)]);
+static QUOTA_VALUE: S = s(&[F(ALL, Str), F(ALL, I64)]);
+static QUOTA_ENTRY: S = s(&[F(ALL, Array(&QUOTA_ENTITY)), F(ALL, Array(&QUOTA_VALUE))]);
+static DESCRIBE_CLIENT_QUOTAS: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&QUOTA_ENTRY)),
+]);
+static QUOTA_ALTER_RESULT: S = s(&[F(ALL, I16), F(ALL, Str), F(ALL, Array(&QUOTA_ENTITY))]);
+static ALTER_CLIENT_QUOTAS: S = s(&[F(ALL, I32), F(ALL, Array(&QUOTA_ALTER_RESULT))]);
 
 #[cfg(test)]
 mod tests {
@@ -1039,6 +1054,33 @@ mod tests {
         ]);
         assert!(check_all::<DescribeUserScramCredentialsRequest>(&u) > 0);
         assert!(mutate_all::<DescribeUserScramCredentialsRequest>(&u) > 0);
+        let q = DescribeClientQuotasResponse::default().with_entries(Some(vec![
+            describe_client_quotas_response::EntryData::default()
+                .with_entity(vec![
+                    describe_client_quotas_response::EntityData::default()
+                        .with_entity_type(st("user"))
+                        .with_entity_name(Some(st("alice"))),
+                    describe_client_quotas_response::EntityData::default()
+                        .with_entity_type(st("client-id")),
+                ])
+                .with_values(vec![describe_client_quotas_response::ValueData::default()
+                    .with_key(st("producer_byte_rate"))
+                    .with_value(1024.0)]),
+        ]));
+        assert!(check_all::<DescribeClientQuotasRequest>(&q) > 0);
+        assert!(mutate_all::<DescribeClientQuotasRequest>(&q) > 0);
+        assert!(
+            check_all::<DescribeClientQuotasRequest>(&DescribeClientQuotasResponse::default()) > 0
+        );
+        let a = AlterClientQuotasResponse::default().with_entries(vec![
+            alter_client_quotas_response::EntryData::default()
+                .with_error_code(42)
+                .with_error_message(Some(st("m")))
+                .with_entity(vec![alter_client_quotas_response::EntityData::default()
+                    .with_entity_type(st("user"))]),
+        ]);
+        assert!(check_all::<AlterClientQuotasRequest>(&a) > 0);
+        assert!(mutate_all::<AlterClientQuotasRequest>(&a) > 0);
     }
 
     #[test]

@@ -78,6 +78,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+mod admin_quota;
 mod admin_security;
 mod admin_txn;
 mod cluster;
@@ -98,6 +99,7 @@ pub use admin::{
     Admin, ConfigEntry, ConfigOp, GroupDescription, GroupListing, GroupMemberDescription, NewTopic,
     QuorumInfo, QuorumVoter, ResourceType,
 };
+pub use admin_quota::{ClientQuotas, QuotaEntity, QuotaMatch, QuotaOp};
 pub use admin_security::{ScramUpsert, UserScramCredentials};
 pub use auth::ScramMechanism;
 

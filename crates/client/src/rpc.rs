@@ -77,6 +77,9 @@ rpc!(DescribeAclsRequest => DescribeAclsResponse, DescribeAcls, 1, 3);
 rpc!(DeleteAclsRequest => DeleteAclsResponse, DeleteAcls, 1, 3);
 rpc!(AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse, AlterUserScramCredentials, 0, 0);
 rpc!(DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, DescribeUserScramCredentials, 0, 0);
+// Client quotas (v1 is the flexible version; Kafka 4 serves 0-1).
+rpc!(DescribeClientQuotasRequest => DescribeClientQuotasResponse, DescribeClientQuotas, 0, 1);
+rpc!(AlterClientQuotasRequest => AlterClientQuotasResponse, AlterClientQuotas, 0, 1);
 // Cluster-internal requests (to a controller listener) and the quorum's description.
 rpc!(DescribeQuorumRequest => DescribeQuorumResponse, DescribeQuorum, 0, 2);
 rpc!(BrokerRegistrationRequest => BrokerRegistrationResponse, BrokerRegistration, 3, 4);

@@ -1,4 +1,4 @@
-//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|txn|acl|user|bench`), built
+//! The operator and developer CLI (`moldau topic|produce|consume|group|cluster|txn|acl|user|quota|bench`), built
 //! only on the `client` crate so it works against any Kafka-compatible broker.
 
 mod acl;
@@ -9,6 +9,7 @@ mod consume;
 mod group;
 mod output;
 mod produce;
+mod quota;
 mod topic;
 mod txn;
 mod user;
@@ -147,6 +148,9 @@ pub enum Command {
     /// Add, list and delete SCRAM users (SCRAM-SHA-256/512 credentials).
     #[command(subcommand)]
     User(user::UserCommand),
+    /// Describe and alter client quotas (as kafka-configs.sh --entity-type users/clients/ips).
+    #[command(subcommand)]
+    Quota(quota::QuotaCommand),
     /// Load generator: produce, consume or end-to-end throughput and latency.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -180,6 +184,7 @@ pub fn run(command: Command) -> ExitCode {
             Command::Txn(c) => txn::run(c).await,
             Command::Acl(c) => acl::run(c).await,
             Command::User(c) => user::run(c).await,
+            Command::Quota(c) => quota::run(c).await,
             Command::Bench(c) => bench::run(c).await,
         }
     });

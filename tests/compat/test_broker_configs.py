@@ -58,13 +58,15 @@ def describe_broker(cadmin: AdminClient, broker: str) -> dict:
     return cadmin.describe_configs([r])[r].result(timeout=30)
 
 
-def kafka_python_alter(bootstrap: str, broker: str, configs: dict, **security) -> str:
-    """IncrementalAlterConfigs from kafka-python on one broker: 'OK' or its error text
-    (`security`: kafka-python's connection settings)."""
+def kafka_python_alter(bootstrap: str, broker: str, configs: dict, incremental: bool = True,
+                       **security) -> str:
+    """IncrementalAlterConfigs (or the legacy AlterConfigs, which replaces the broker's whole
+    set) from kafka-python on one broker: 'OK' or its error text (`security`: kafka-python's
+    connection settings)."""
     kadmin = KafkaAdminClient(bootstrap_servers=bootstrap, **security)
     try:
         res = kadmin.alter_configs([ConfigResource(ConfigResourceType.BROKER, broker, configs=configs)],
-                                   raise_on_unknown=False, incremental=True)
+                                   raise_on_unknown=False, incremental=incremental)
     finally:
         kadmin.close()
     return str(res["broker"][broker])

@@ -2,9 +2,11 @@
 IncrementalAlterConfigs of the broker's `listener.name.<listener>.ssl.keystore.location`
 (a new path, or the same path once the file changed) makes new connections get the new
 certificate while connections already open keep working. A store that cannot be loaded is
-refused and the listener keeps its certificate, and no other `listener.name.*` key is stored to
-be ignored. (That the keys are per broker, never a cluster-wide default, is checked in
-crates/controller/tests/controller.rs: neither Python client can name the default resource.) With real clients against a real
+refused (by IncrementalAlterConfigs and the legacy AlterConfigs) and the listener keeps its
+certificate, and no other `listener.name.*` key is stored to be ignored. After a restart the
+dynamic store, not the config file's, is served from the first connection. (That the keys are
+per broker, never a cluster-wide default, is checked in crates/controller/tests/controller.rs:
+neither Python client can name the default resource.) With real clients against a real
 `moldau server`: confluent-kafka (admin, producer), kafka-python (a producer connected before
 the reload), and Python's ssl module to see which certificate a new connection is served.
 """
@@ -105,6 +107,10 @@ def test_keystore_reload_through_incremental_alter_configs(brokers, certs, topic
         with pytest.raises(KafkaException) as e:
             set_broker_configs(admin, "1", {KEY: bad})
         assert e.value.args[0].code() in (40, 42), e.value  # INVALID_CONFIG / INVALID_REQUEST
+        # The legacy AlterConfigs (kafka-python's non-incremental alter) is checked the same way.
+        legacy = kafka_python_alter(server.bootstrap, "1", {KEY: bad}, incremental=False,
+                                    **kp_tls(certs, client=None))
+        assert "InvalidRequestError" in legacy, legacy
     assert served_certificate(server.address, certs / "ca.pem") == der(certs / "third.pem")
     # Other listener.name.* keys cannot change at runtime: refused, not stored and ignored.
     with pytest.raises(KafkaException):
@@ -115,11 +121,14 @@ def test_keystore_reload_through_incremental_alter_configs(brokers, certs, topic
 
     kp.send(topic, b"still").get(timeout=30)
     kp.close()
-    # The dynamic path survives a restart (it is cluster metadata).
+    # The dynamic path survives a restart (it is cluster metadata): the config file's store
+    # (`live`, now the third certificate) is replaced before the first client is served.
+    set_broker_configs(admin, "1", {KEY: str(certs / "second-keystore.pem")})
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "second.pem")
     server.stop()
     server.start()
+    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "second.pem")
     wait_tls_metadata(server.bootstrap, client)
-    assert served_certificate(server.address, certs / "ca.pem") == der(certs / "third.pem")
 
 
 def test_tls_keys_of_a_listener_without_tls_stop_the_start(moldau_bin, tmp_path, certs):

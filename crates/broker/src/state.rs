@@ -286,7 +286,6 @@ impl BrokerState {
             .contains(&id)
     }
 
-    /// The effective broker-level keys (static config overlaid by dynamic broker configs).
     /// Reloads the TLS listeners whose stores changed: another file named by the dynamic
     /// `listener.name.<listener>.ssl.*.location`, or the same file with new contents. A store
     /// that cannot be loaded is logged and the listener keeps its current certificate.
@@ -308,6 +307,7 @@ impl BrokerState {
         }
     }
 
+    /// The effective broker-level keys (static config overlaid by dynamic broker configs).
     pub fn broker_props(&self) -> Arc<BTreeMap<String, String>> {
         self.broker_props
             .read()

@@ -669,10 +669,22 @@ pub async fn alter_configs(
                 topic_name_ok(&res.resource_name)?;
                 unknown_topic_config(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))?;
             }
+            if res.resource_type == BROKER {
+                check_tls_changes(&state, &res.resource_name, &changes)?;
+            }
             change_for(res.resource_type, &res.resource_name, changes, true).map(Some)
         })
         .collect();
     let (results, offset) = decide(&state, outcomes, req.validate_only).await;
+    refresh_tls_after(
+        &state,
+        &req.resources,
+        |r| r.resource_type,
+        &results,
+        offset,
+        req.validate_only,
+    )
+    .await;
     let responses = req
         .resources
         .into_iter()
@@ -770,6 +782,27 @@ fn check_tls_changes(
             .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))?;
     }
     Ok(())
+}
+
+/// After an alteration of BROKER resources: a keystore set again at the same path is no
+/// metadata change, so the files are looked at here once the change is applied (a new path was
+/// reloaded when this broker applied it).
+async fn refresh_tls_after<R>(
+    state: &BrokerState,
+    resources: &[R],
+    resource_type: impl Fn(&R) -> i8,
+    results: &[Result<(), (ErrorCode, String)>],
+    offset: i64,
+    validate_only: bool,
+) {
+    let broker_changed = resources
+        .iter()
+        .zip(results)
+        .any(|(res, result)| resource_type(res) == BROKER && result.is_ok());
+    if broker_changed && !validate_only && !state.tls.is_empty() {
+        state.wait_applied(offset).await;
+        state.refresh_tls();
+    }
 }
 
 /// The changes an IncrementalAlterConfigs resource asks for (SET, DELETE, and APPEND /
@@ -958,17 +991,15 @@ pub async fn incremental_alter_configs(
         })
         .collect();
     let (results, offset) = decide(&state, outcomes, req.validate_only).await;
-    // A keystore set again at the same path is no metadata change: the files are looked at
-    // here (a new path was reloaded when this broker applied the change).
-    let broker_changed = req
-        .resources
-        .iter()
-        .zip(&results)
-        .any(|(res, result)| res.resource_type == BROKER && result.is_ok());
-    if broker_changed && !req.validate_only {
-        state.wait_applied(offset).await;
-        state.refresh_tls();
-    }
+    refresh_tls_after(
+        &state,
+        &req.resources,
+        |r| r.resource_type,
+        &results,
+        offset,
+        req.validate_only,
+    )
+    .await;
     let responses = req
         .resources
         .into_iter()

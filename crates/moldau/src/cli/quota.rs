@@ -27,11 +27,11 @@ pub struct EntityArgs {
     /// The default client id.
     #[arg(long)]
     pub client_defaults: bool,
-    /// An IP address (its connection_creation_rate).
-    #[arg(long, value_name = "ADDRESS", conflicts_with = "ip_defaults")]
+    /// An IP address (not together with --user or --client).
+    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["ip_defaults", "user", "user_defaults", "client", "client_defaults"])]
     pub ip: Option<String>,
     /// The default IP.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["user", "user_defaults", "client", "client_defaults"])]
     pub ip_defaults: bool,
 }
 
@@ -60,8 +60,10 @@ impl EntityArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum QuotaCommand {
-    /// Show client quotas: all of them, or those of the entities named (e.g. `--user alice`
-    /// shows alice's and, without --strict, those of alice's clients too).
+    /// Show client quotas: all of them, or those of the entities named.
+    ///
+    /// `--user alice` shows alice's quotas and, without --strict, those of alice's clients
+    /// too; a default entity prints as `<default>` (`user=alice,client-id=<default>`).
     Describe {
         #[command(flatten)]
         entity: EntityArgs,
@@ -73,9 +75,14 @@ pub enum QuotaCommand {
     },
     /// Set or remove quotas of one entity.
     ///
-    /// Keys: producer_byte_rate, consumer_byte_rate (bytes/s), request_percentage (percent of
-    /// one request thread), controller_mutation_rate; connection_creation_rate for IPs.
-    /// Example: `moldau quota alter --user alice --add-config producer_byte_rate=1048576`.
+    /// Keys for users and client ids: producer_byte_rate and consumer_byte_rate (bytes/s,
+    /// integers), request_percentage (percent of one request handler thread's time),
+    /// controller_mutation_rate (partition mutations/s). For IPs: connection_creation_rate
+    /// (connections/s; Kafka enforces it, Moldau stores it but does not enforce it yet).
+    /// The broker checks the values and its refusal is this command's error.
+    ///
+    /// Example: `moldau quota alter --user alice --client-defaults --add-config
+    /// producer_byte_rate=1048576,consumer_byte_rate=2097152`.
     Alter {
         #[command(flatten)]
         entity: EntityArgs,
@@ -265,6 +272,24 @@ mod tests {
         );
         assert!(ops(&["producer_byte_rate=fast".into()], &[]).is_err());
         assert!(ops(&["producer_byte_rate".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn an_ip_is_never_combined_with_a_user_or_client() {
+        use clap::Parser;
+        #[derive(Parser, Debug)]
+        struct Cli {
+            #[command(subcommand)]
+            quota: QuotaCommand,
+        }
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("quota").chain(args.iter().copied()))
+        };
+        assert!(parse(&["describe", "--ip", "10.0.0.1"]).is_ok());
+        assert!(parse(&["describe", "--user", "alice", "--client-defaults"]).is_ok());
+        assert!(parse(&["describe", "--ip", "10.0.0.1", "--user", "alice"]).is_err());
+        assert!(parse(&["describe", "--ip-defaults", "--client", "c"]).is_err());
+        assert!(parse(&["describe", "--user", "alice", "--user-defaults"]).is_err());
     }
 
     #[test]

@@ -1,9 +1,11 @@
 """Connection limits as Kafka's (issue 14): `max.connections.per.ip` with
 `max.connections.per.ip.overrides` (a connection over its address's limit is closed at once;
 the broker keeps serving the others), static and changed at runtime with IncrementalAlterConfigs
-on the broker (confluent-kafka's admin, as `kafka-configs --entity-type brokers`), and
-`max.connection.creation.rate` (the broker pauses accepting). Connections come from different
-loopback addresses (127.0.0.1, 127.0.0.2) to show the limits are per address.
+on the broker (confluent-kafka's admin, as `kafka-configs --entity-type brokers`),
+`max.connection.creation.rate` (the broker pauses accepting), and a listener's own
+`listener.name.<listener>.max.connections` (KIP-402: that listener waits for a slot, the broker's
+other listeners serve). Connections come from different loopback addresses (127.0.0.1,
+127.0.0.2) to show the limits are per address.
 """
 
 from __future__ import annotations
@@ -128,4 +130,83 @@ def test_connection_creation_rate_pauses_accepting(brokers):
     assert all(served(s) for s in socks)
     assert time.monotonic() - start >= 2.0
     for s in socks:
+        s.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def waiting_for_a_slot(s: socket.socket, seconds: float = 2.0) -> bool:
+    """Sends ApiVersions on a connection the broker has not accepted yet: True when it is
+    neither answered nor closed within `seconds` (the listener's acceptor waits for a slot);
+    the request stays queued and is answered once the connection is accepted."""
+    s.sendall(kwire.api_versions_request(0, 7))
+    s.settimeout(seconds)
+    try:
+        data = s.recv(1, socket.MSG_PEEK)
+    except socket.timeout:
+        return True
+    finally:
+        s.settimeout(10)
+    assert data, "the broker closed a connection over the listener's limit instead of waiting"
+    return False
+
+
+def answered(s: socket.socket) -> bool:
+    """Whether the ApiVersions sent by `waiting_for_a_slot` gets its answer."""
+    try:
+        resp = kwire.parse_api_versions_v0(kwire.recv_frame(s))
+        return resp.correlation_id == 7 and resp.error_code == 0
+    except (kwire.ProtocolError, OSError):
+        return False
+
+
+def test_a_listeners_own_max_connections(brokers):
+    """`listener.name.plaintext.max.connections=2`: a third connection to that listener waits
+    (Kafka's acceptor waits for a slot; it is not closed) while the ADMIN listener of the same
+    broker serves an admin client, which raises the limit at runtime (the waiting connection is
+    then served), and a closed connection's slot is taken by the next one waiting."""
+    admin_port = free_port()
+    server = brokers.start("per-listener", **{
+        "listeners": f"PLAINTEXT://127.0.0.1:0,ADMIN://127.0.0.1:{admin_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ADMIN:PLAINTEXT",
+        "listener.name.plaintext.max.connections": 2})
+    held = [connect_served(server) for _ in range(2)]
+    third = connect(server)
+    assert waiting_for_a_slot(third)
+    # Another listener of the broker has no such limit.
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{admin_port}"})
+    r = ConfigResource(ResourceType.BROKER, "1")
+    described = admin.describe_configs([r])[r].result(timeout=30)
+    entry = described["listener.name.plaintext.max.connections"]
+    assert (entry.value, entry.is_read_only) == ("2", False), entry
+
+    def set_limit(value):
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("listener.name.plaintext.max.connections", value or "", incremental_operation=op)])
+        admin.incremental_alter_configs([res])[res].result(timeout=30)
+
+    # Raised at runtime: the waiting connection is accepted and answered; the next one waits.
+    set_limit("3")
+    assert answered(third)
+    fourth = connect(server)
+    assert waiting_for_a_slot(fourth)
+    # A connection closed: its slot goes to the one waiting.
+    held.pop().close()
+    assert answered(fourth)
+    # A bad value is refused; removing the dynamic value brings back the config file's 2
+    # (three are open): the next one waits until two have closed.
+    with pytest.raises(Exception):
+        set_limit("-1")
+    set_limit(None)
+    fifth = connect(server)
+    assert waiting_for_a_slot(fifth)
+    held.pop().close()
+    third.close()
+    assert answered(fifth)
+    for s in (fourth, fifth):
         s.close()

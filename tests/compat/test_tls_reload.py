@@ -20,7 +20,7 @@ import subprocess
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   ResourceType)
+                                   ConfigSource, ResourceType)
 
 from test_broker_configs import kafka_python_alter
 from test_security import (kp_tls, openssl, rdkafka_tls, start_tls_broker, tls_settings,
@@ -93,6 +93,11 @@ def test_keystore_reload_through_incremental_alter_configs(brokers, certs, topic
     set_broker_configs(admin, "1", {KEY: str(certs / "second-keystore.pem")})
     assert served_certificate(server.address, certs / "ca.pem") == der(certs / "second.pem")
     produce_one(server.bootstrap, client, topic)
+    # Described as Kafka lists a broker's listener overrides: writable, the dynamic value first.
+    r = ConfigResource(ResourceType.BROKER, "1")
+    entry = admin.describe_configs([r])[r].result(timeout=30)[KEY]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        str(certs / "second-keystore.pem"), ConfigSource.DYNAMIC_BROKER_CONFIG.value, False), entry
     kp.send(topic, b"old connection").get(timeout=30)
 
     # The same path again once the file changed: reloaded too (Kafka's in-place renewal).

@@ -1,5 +1,6 @@
 //! Connection limits as Kafka's `ConnectionQuotas`: `max.connections` (broker-wide: the
-//! acceptors wait for a slot), `max.connections.per.ip` with `max.connections.per.ip.overrides`
+//! acceptors wait for a slot), `listener.name.<listener>.max.connections` (KIP-402: that
+//! listener's acceptor waits for a slot of its own), `max.connections.per.ip` with `max.connections.per.ip.overrides`
 //! (a connection over its address's limit is closed at once) and
 //! `max.connection.creation.rate` (the acceptors pause once new connections come faster). All
 //! are read from the effective broker configs at each connection, so a dynamic change
@@ -16,6 +17,8 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     pub max_connections: usize,
+    /// `listener.name.<listener>.max.connections`, by listener name in lower case.
+    pub per_listener: HashMap<String, usize>,
     pub per_ip: usize,
     pub overrides: HashMap<IpAddr, usize>,
     pub creation_rate: f64,
@@ -36,8 +39,17 @@ impl Limits {
             .into_iter()
             .filter_map(|(host, n)| Some((resolve(&host)?, n.max(0) as usize)))
             .collect();
+        let per_listener = props
+            .iter()
+            .filter_map(|(k, v)| {
+                let listener = model::config::listener_max_connections_key(k)?;
+                let n = v.trim().parse::<i64>().ok()?;
+                Some((listener.to_ascii_lowercase(), n.max(0) as usize))
+            })
+            .collect();
         Limits {
             max_connections: int("max.connections"),
+            per_listener,
             per_ip: int("max.connections.per.ip"),
             overrides,
             creation_rate: props
@@ -50,6 +62,15 @@ impl Limits {
     fn for_ip(&self, ip: IpAddr) -> usize {
         self.overrides.get(&ip).copied().unwrap_or(self.per_ip)
     }
+
+    /// A listener's own limit (Kafka falls back to the broker-wide one, which is checked
+    /// anyway).
+    fn for_listener(&self, listener: &str) -> usize {
+        self.per_listener
+            .get(&listener.to_ascii_lowercase())
+            .copied()
+            .unwrap_or(usize::MAX)
+    }
 }
 
 /// An override's host: an address, or a name resolved once (Kafka resolves it too).
@@ -61,10 +82,11 @@ fn resolve(host: &str) -> Option<IpAddr> {
     (host, 0).to_socket_addrs().ok()?.next().map(|a| a.ip())
 }
 
-/// The broker's open connections (client listeners), per address and in total.
+/// The broker's open connections (client listeners), per address, per listener and in total.
 #[derive(Debug)]
 pub struct ConnectionCounts {
     per_ip: Mutex<HashMap<IpAddr, usize>>,
+    per_listener: Mutex<HashMap<Arc<str>, usize>>,
     total: AtomicUsize,
     closed: tokio::sync::Notify,
     start: Instant,
@@ -75,6 +97,7 @@ impl Default for ConnectionCounts {
     fn default() -> Self {
         ConnectionCounts {
             per_ip: Mutex::new(HashMap::new()),
+            per_listener: Mutex::new(HashMap::new()),
             total: AtomicUsize::new(0),
             closed: tokio::sync::Notify::new(),
             start: Instant::now(),
@@ -88,6 +111,7 @@ impl Default for ConnectionCounts {
 pub struct Slot {
     counts: Arc<ConnectionCounts>,
     ip: IpAddr,
+    listener: Arc<str>,
 }
 
 impl Drop for Slot {
@@ -100,17 +124,40 @@ impl Drop for Slot {
             }
         }
         drop(m);
+        let mut l = self
+            .counts
+            .per_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = l.get_mut(&self.listener) {
+            *n = n.saturating_sub(1);
+        }
+        drop(l);
         self.counts.total.fetch_sub(1, Ordering::Relaxed);
         self.counts.closed.notify_waiters();
     }
 }
 
 impl ConnectionCounts {
-    /// Waits until the broker is under `max.connections` (re-read every 100 ms, so a raised
-    /// limit applies), as Kafka's acceptor waits for a slot.
-    pub async fn wait_for_slot(&self, limits: impl Fn() -> Limits) {
+    /// Open connections of a listener.
+    pub fn listener_count(&self, listener: &str) -> usize {
+        self.per_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(listener)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Waits until the broker is under `max.connections` and `listener` under its own
+    /// `listener.name.<listener>.max.connections` (re-read every 100 ms, so a raised limit
+    /// applies), as Kafka's acceptor waits for a slot.
+    pub async fn wait_for_slot(&self, listener: &str, limits: impl Fn() -> Limits) {
         loop {
-            if self.total.load(Ordering::Relaxed) < limits().max_connections {
+            let now = limits();
+            if self.total.load(Ordering::Relaxed) < now.max_connections
+                && self.listener_count(listener) < now.for_listener(listener)
+            {
                 return;
             }
             let closed = self.closed.notified();
@@ -121,8 +168,14 @@ impl ConnectionCounts {
         }
     }
 
-    /// Counts a new connection from `ip`; `None` (close it) when its address is at its limit.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Option<Slot> {
+    /// Counts a new connection from `ip` on `listener`; `None` (close it) when its address is
+    /// at its limit.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        listener: &Arc<str>,
+        limits: &Limits,
+    ) -> Option<Slot> {
         let mut m = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(ip).or_insert(0);
         if *n >= limits.for_ip(ip) {
@@ -133,10 +186,17 @@ impl ConnectionCounts {
         }
         *n += 1;
         drop(m);
+        *self
+            .per_listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(listener.clone())
+            .or_insert(0) += 1;
         self.total.fetch_add(1, Ordering::Relaxed);
         Some(Slot {
             counts: self.clone(),
             ip,
+            listener: listener.clone(),
         })
     }
 
@@ -181,16 +241,69 @@ mod tests {
             ),
         ]);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
-        let one = counts.admit(a, &l).unwrap();
-        let _two = counts.admit(a, &l).unwrap();
-        assert!(counts.admit(a, &l).is_none());
+        let l0: Arc<str> = "PLAINTEXT".into();
+        let one = counts.admit(a, &l0, &l).unwrap();
+        let _two = counts.admit(a, &l0, &l).unwrap();
+        assert!(counts.admit(a, &l0, &l).is_none());
         drop(one);
-        assert!(counts.admit(a, &l).is_some());
-        assert!(counts.admit("127.0.0.2".parse().unwrap(), &l).is_none());
+        assert!(counts.admit(a, &l0, &l).is_some());
+        assert!(counts
+            .admit("127.0.0.2".parse().unwrap(), &l0, &l)
+            .is_none());
         let c: IpAddr = "127.0.0.3".parse().unwrap();
-        let held: Vec<_> = (0..3).map(|_| counts.admit(c, &l).unwrap()).collect();
-        assert!(counts.admit(c, &l).is_none());
+        let held: Vec<_> = (0..3).map(|_| counts.admit(c, &l0, &l).unwrap()).collect();
+        assert!(counts.admit(c, &l0, &l).is_none());
         assert_eq!(held.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_listener_at_its_own_limit_waits_and_the_others_do_not() {
+        let counts = Arc::new(ConnectionCounts::default());
+        let l = limits(&[("listener.name.internal.max.connections", "1")]);
+        assert_eq!(l.for_listener("INTERNAL"), 1);
+        assert_eq!(l.for_listener("EXTERNAL"), usize::MAX);
+        let internal: Arc<str> = "INTERNAL".into();
+        let external: Arc<str> = "EXTERNAL".into();
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let held = counts.admit(ip, &internal, &l).unwrap();
+        // Another listener has no limit of its own: a slot at once, and more.
+        counts.wait_for_slot(&external, || l.clone()).await;
+        let others: Vec<_> = (0..3)
+            .map(|_| counts.admit(ip, &external, &l).unwrap())
+            .collect();
+        assert_eq!(counts.listener_count(&external), 3);
+        // The limited listener waits until its own connection closes.
+        let waiting = counts.wait_for_slot(&internal, || l.clone());
+        tokio::pin!(waiting);
+        tokio::select! {
+            biased;
+            _ = &mut waiting => panic!("a slot on a full listener"),
+            _ = std::future::ready(()) => {}
+        }
+        drop(others);
+        assert_eq!(counts.listener_count(&external), 0);
+        tokio::select! {
+            biased;
+            _ = &mut waiting => panic!("a slot on a full listener"),
+            _ = std::future::ready(()) => {}
+        }
+        drop(held);
+        waiting.await;
+        assert_eq!(counts.listener_count(&internal), 0);
+        // Broker-wide max.connections still counts every listener.
+        let l = limits(&[
+            ("max.connections", "2"),
+            ("listener.name.internal.max.connections", "5"),
+        ]);
+        let _a = counts.admit(ip, &external, &l).unwrap();
+        let _b = counts.admit(ip, &external, &l).unwrap();
+        let full = counts.wait_for_slot(&internal, || l.clone());
+        tokio::pin!(full);
+        tokio::select! {
+            biased;
+            _ = &mut full => panic!("a slot over max.connections"),
+            _ = std::future::ready(()) => {}
+        }
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub enum ListenerKind {
 }
 
 /// Accepts connections until cancelled. On broker listeners, Kafka's connection limits apply
-/// (`conn_limits`): at most `max.connections` at once broker-wide (the loop waits for a slot),
+/// (`conn_limits`): at most `max.connections` at once broker-wide and
+/// `listener.name.<listener>.max.connections` on this listener (the loop waits for a slot),
 /// `max.connections.per.ip` (and its overrides) per address (a connection over it is closed at
 /// once), and `max.connection.creation.rate` (the loop pauses accepting). Controller
 /// listeners keep a fixed `max.connections` of their own.
@@ -71,7 +72,7 @@ pub async fn accept_loop(
         let permit = if limited {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = state.connections.wait_for_slot(limits) => {}
+                _ = state.connections.wait_for_slot(&listener_name, limits) => {}
             }
             None
         } else {
@@ -93,7 +94,7 @@ pub async fn accept_loop(
                 if limited {
                     let now = limits();
                     let pause = state.connections.record_creation(&now, rate);
-                    let admitted = state.connections.admit(peer.ip(), &now);
+                    let admitted = state.connections.admit(peer.ip(), &listener_name, &now);
                     if admitted.is_none() {
                         tracing::info!(%peer, "closing connection: too many connections from its address (max.connections.per.ip)");
                         METRICS.connection_refused();

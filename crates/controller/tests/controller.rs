@@ -317,6 +317,10 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
     let keystore = "listener.name.ssl.ssl.keystore.location";
     alter_broker(&mut h, "1", &[(keystore, Some("/k.pem"))], false).unwrap();
     assert_eq!(h.image.broker_configs["1"][keystore], "/k.pem");
+    // A listener's own connection limit, cluster-wide or per broker (KIP-402).
+    let listener_max = "listener.name.external.max.connections";
+    alter_broker(&mut h, "", &[(listener_max, Some("100"))], false).unwrap();
+    assert_eq!(h.image.broker_configs[""][listener_max], "100");
 
     // Refusals change nothing: a bad value, a static key, a bad resource name.
     let before = h.image.broker_configs.clone();
@@ -329,6 +333,8 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
         ("", "log.cleaner.backoff.ms", "-1"),
         ("", "log.cleaner.backoff.ms", "soon"),
         ("1", "node.id", "7"),
+        ("", "listener.name.external.max.connections", "-1"),
+        ("1", "listener.name.external.max.connections", "many"),
         // Per broker only, as Kafka's per-broker security configs.
         ("", "listener.name.ssl.ssl.keystore.location", "/k.pem"),
         ("1", "listener.name.ssl.ssl.keystore.location", " "),

@@ -980,6 +980,17 @@ pub fn is_dynamic_broker_config(name: &str) -> bool {
         || CONNECTION_LIMIT_CONFIGS.contains(&name)
         || name == CLEANER_BACKOFF_MS
         || crate::security::dynamic_tls_key(name).is_some()
+        || listener_max_connections_key(name).is_some()
+}
+
+/// A listener's own connection limit, Kafka's `listener.name.<listener>.max.connections`
+/// (KIP-402; static or dynamic, per broker or cluster-wide): the listener it names (as
+/// written), `None` for any other key.
+pub fn listener_max_connections_key(key: &str) -> Option<&str> {
+    let listener = key
+        .strip_prefix("listener.name.")?
+        .strip_suffix(".max.connections")?;
+    (!listener.is_empty() && !listener.contains('.')).then_some(listener)
 }
 
 /// Whether a dynamic broker key may only be set for one broker, not as the cluster-wide
@@ -1040,7 +1051,7 @@ fn validate_connection_limit(key: &str, value: &str) -> Result<(), ConfigError> 
 /// not know are accepted (Kafka keeps them for plugins); known keys that are not dynamic are
 /// refused.
 pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), ConfigError> {
-    if CONNECTION_LIMIT_CONFIGS.contains(&key) {
+    if CONNECTION_LIMIT_CONFIGS.contains(&key) || listener_max_connections_key(key).is_some() {
         return validate_connection_limit(key, value);
     }
     if key == CLEANER_BACKOFF_MS {
@@ -1061,7 +1072,7 @@ pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), Conf
         return Err(ConfigError::new(
             key,
             value,
-            "cannot be updated dynamically (of the listener keys only listener.name.<listener>.ssl.keystore.location and .ssl.truststore.location can); set it in the broker's config file",
+            "cannot be updated dynamically (of the listener keys only listener.name.<listener>.max.connections, .ssl.keystore.location and .ssl.truststore.location can); set it in the broker's config file",
         ));
     }
     if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
@@ -1693,6 +1704,7 @@ impl BrokerConfig {
             if broker_config_def(k).is_none()
                 && crate::group_config::group_broker_default(k).is_none()
                 && !crate::security::is_listener_key(k)
+                && listener_max_connections_key(k).is_none()
             {
                 return Err(ConfigError::new(k, v, "unknown broker config"));
             }
@@ -1700,6 +1712,11 @@ impl BrokerConfig {
         for key in CONNECTION_LIMIT_CONFIGS {
             if let Some(v) = props.get(*key) {
                 validate_connection_limit(key, v)?;
+            }
+        }
+        for (k, v) in &props {
+            if listener_max_connections_key(k).is_some() {
+                validate_connection_limit(k, v)?;
             }
         }
         // The hours and minutes variants of the topic time defaults, with Kafka's types and
@@ -2104,6 +2121,32 @@ mod tests {
         assert_eq!(b.listen, "127.0.0.1:9092");
         assert_eq!(b.socket_request_max_bytes, 100 * 1024 * 1024);
         assert_eq!(b.fetch_max_bytes, 55 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_listeners_own_connection_limit_is_a_known_dynamic_key() {
+        let key = "listener.name.plaintext.max.connections";
+        assert_eq!(listener_max_connections_key(key), Some("plaintext"));
+        assert_eq!(listener_max_connections_key("max.connections"), None);
+        assert_eq!(
+            listener_max_connections_key("listener.name.max.connections"),
+            None
+        );
+        assert_eq!(
+            listener_max_connections_key("listener.name.a.b.max.connections"),
+            None
+        );
+        assert!(is_dynamic_broker_config(key) && !is_per_broker_config(key));
+        assert!(validate_dynamic_broker_config(key, "10").is_ok());
+        assert!(validate_dynamic_broker_config(key, "-1").is_err());
+        assert!(validate_dynamic_broker_config(key, "x").is_err());
+        // Static: checked as max.connections, and the listener must exist.
+        assert!(BrokerConfig::from_props(map(&[(key, "10")])).is_ok());
+        let e = BrokerConfig::from_props(map(&[(key, "-1")])).unwrap_err();
+        assert!(e.to_string().contains(key), "{e}");
+        let nope = "listener.name.nope.max.connections";
+        let e = BrokerConfig::from_props(map(&[(nope, "1")])).unwrap_err();
+        assert!(e.to_string().contains(nope), "{e}");
     }
 
     #[test]

@@ -220,7 +220,75 @@ fn describe_broker(
             let read_only = !is_dynamic_broker_config(name);
             entry(def, name, value, source, read_only, synonyms, opts)
         })
+        .chain(describe_listener_keys(layers, keys, opts))
         .collect()
+}
+
+/// `listener.name.<listener>.max.connections` (KIP-402).
+static LISTENER_MAX_CONNECTIONS: ConfigDef = ConfigDef {
+    name: "listener.name.<listener>.max.connections",
+    broker_synonym: None,
+    default: "",
+    kind: ConfigType::Int,
+    doc: "The maximum number of connections allowed on this listener at any time; new connections wait for a slot.",
+    topic: false,
+};
+
+/// `listener.name.<listener>.ssl.keystore.location` / `.ssl.truststore.location`.
+static LISTENER_STORE: ConfigDef = ConfigDef {
+    name: "listener.name.<listener>.ssl.<store>.location",
+    broker_synonym: None,
+    default: "",
+    kind: ConfigType::String,
+    doc: "The PEM store of this listener; a new path, or the same path once the file changed, is loaded without a restart.",
+    topic: false,
+};
+
+/// The definition of a listener-prefixed key that can change at runtime.
+fn listener_key_def(name: &str) -> Option<&'static ConfigDef> {
+    if model::config::listener_max_connections_key(name).is_some() {
+        Some(&LISTENER_MAX_CONNECTIONS)
+    } else if dynamic_tls_key(name).is_some() {
+        Some(&LISTENER_STORE)
+    } else {
+        None
+    }
+}
+
+/// The listener-prefixed keys that can change at runtime, wherever they are set (this broker's
+/// dynamic configs, the cluster default, the config file), as Kafka lists a broker's
+/// listener overrides: writable, the highest layer's value, each layer as a synonym.
+fn describe_listener_keys<'a>(
+    layers: &'a BrokerLayers<'_>,
+    keys: &'a Option<Vec<String>>,
+    opts: &'a Opts,
+) -> impl Iterator<Item = DescribeConfigsResourceResult> + 'a {
+    let names: std::collections::BTreeSet<&str> = [
+        layers.dynamic_broker,
+        layers.dynamic_default,
+        Some(layers.static_props),
+    ]
+    .into_iter()
+    .flatten()
+    .flat_map(|m| m.keys().map(String::as_str))
+    .filter(|k| listener_key_def(k).is_some())
+    .filter(|k| keys.as_ref().is_none_or(|ks| ks.iter().any(|x| x == k)))
+    .collect();
+    names.into_iter().filter_map(move |name| {
+        let def = listener_key_def(name)?;
+        let all = layers.sources(name);
+        let (value, source) = *all.first()?;
+        let synonyms = all.iter().map(|(v, s)| synonym(name, v, *s)).collect();
+        Some(entry(
+            def,
+            name,
+            Some(value.to_string()),
+            source,
+            false,
+            synonyms,
+            opts,
+        ))
+    })
 }
 
 /// The cluster-wide dynamic defaults (the BROKER resource named ""): only the keys set, as
@@ -236,34 +304,36 @@ fn describe_broker_default(
         .into_iter()
         .flatten()
         .filter(|(name, _)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == *name)))
-        .map(|(name, value)| match broker_config_def(name) {
-            Some(def) => {
-                let synonyms = vec![synonym(name, value, source)];
-                entry(
-                    def,
-                    name,
-                    Some(value.clone()),
-                    source,
-                    false,
-                    synonyms,
-                    opts,
-                )
-            }
-            None => DescribeConfigsResourceResult::default()
-                .with_name(str_bytes(name))
-                .with_value(None)
-                .with_read_only(false)
-                .with_is_sensitive(true)
-                .with_config_source(source as i8)
-                .with_synonyms(if opts.synonyms {
-                    vec![DescribeConfigsSynonym::default()
-                        .with_name(str_bytes(name))
-                        .with_value(None)
-                        .with_source(source as i8)]
-                } else {
-                    Vec::new()
-                }),
-        })
+        .map(
+            |(name, value)| match broker_config_def(name).or_else(|| listener_key_def(name)) {
+                Some(def) => {
+                    let synonyms = vec![synonym(name, value, source)];
+                    entry(
+                        def,
+                        name,
+                        Some(value.clone()),
+                        source,
+                        false,
+                        synonyms,
+                        opts,
+                    )
+                }
+                None => DescribeConfigsResourceResult::default()
+                    .with_name(str_bytes(name))
+                    .with_value(None)
+                    .with_read_only(false)
+                    .with_is_sensitive(true)
+                    .with_config_source(source as i8)
+                    .with_synonyms(if opts.synonyms {
+                        vec![DescribeConfigsSynonym::default()
+                            .with_name(str_bytes(name))
+                            .with_value(None)
+                            .with_source(source as i8)]
+                    } else {
+                        Vec::new()
+                    }),
+            },
+        )
         .collect()
 }
 

@@ -22,6 +22,11 @@ pub struct Replica {
     state: Option<PartitionState>,
     role: Role,
     hw: Offset,
+    /// The highest HW this replica reached as the partition's only replica, where the HW
+    /// moves with the log end, ahead of the fsync. Once the replica set grows (a
+    /// reassignment), the HW may stay past the durable end up to here until the fsync the
+    /// leader then asks for completes; meanwhile followers are told the durable end.
+    single_replica_hw: Offset,
     /// Fetch ids grow over the replica's whole life, so an answer to a fetch of an earlier
     /// leadership can never be taken for the current one.
     next_fetch_id: u64,
@@ -105,6 +110,7 @@ impl Replica {
             state: None,
             role: Role::None,
             hw,
+            single_replica_hw: 0,
             next_fetch_id: 1,
         }
     }
@@ -363,7 +369,7 @@ impl Replica {
         let mut out = Vec::new();
         let mut answer = FetchAnswer {
             error: ErrorCode::None,
-            high_watermark: self.hw,
+            high_watermark: self.answered_hw(req.replica_id, log),
             log_start_offset: log.log_start_offset(),
             log_end_offset: log.log_end_offset(),
             current_leader: self.current_leader(),
@@ -419,7 +425,7 @@ impl Replica {
                     log,
                     &mut out,
                 );
-                answer.high_watermark = self.hw;
+                answer.high_watermark = self.answered_hw(req.replica_id, log);
                 answer.read = Some(ReadRange {
                     from: req.fetch_offset,
                     upper_bound: log.log_end_offset(),
@@ -434,6 +440,19 @@ impl Replica {
         }
         self.check(log);
         (answer, out)
+    }
+
+    /// The HW a fetch is answered with: a follower is never told more than this leader holds
+    /// on disk (past it only while a replica set that grew from one waits for its fsync: a
+    /// crash could still take that tail, and a follower must never truncate below its HW
+    /// after a clean election).
+    fn answered_hw(&self, replica_id: Option<NodeId>, log: &impl LogView) -> Offset {
+        match replica_id {
+            Some(_) => self
+                .hw
+                .min(log.durable_offset().max(log.log_start_offset())),
+            None => self.hw,
+        }
     }
 
     /// OffsetForLeaderEpoch (API 23) for one partition, on the leader.
@@ -524,6 +543,9 @@ impl Replica {
                 out.push(Action::HighWatermark(candidate));
             }
         }
+        if self.is_single_replica() {
+            self.single_replica_hw = self.single_replica_hw.max(self.hw);
+        }
         self.complete_acks(log, out);
     }
 
@@ -554,12 +576,10 @@ impl Replica {
     }
 
     fn complete_acks(&mut self, log: &impl LogView, out: &mut Vec<Action>) {
-        // A single replica's HW does not wait for disk; its acks=all answers do.
-        let hw = if self.is_single_replica() {
-            self.hw.min(log.durable_offset())
-        } else {
-            self.hw
-        };
+        // A single replica's HW does not wait for disk; its acks=all answers do, also once
+        // the replica set has grown while that HW is still past the durable end (every other
+        // leader's HW is durable anyway).
+        let hw = self.hw.min(log.durable_offset());
         let isr_ok = self
             .state
             .as_ref()
@@ -973,7 +993,11 @@ impl Replica {
         }
         if self.config.mutation == Mutation::None && !self.is_single_replica() {
             assert!(
-                self.hw <= log.durable_offset().max(log.log_start_offset()),
+                self.hw
+                    <= log
+                        .durable_offset()
+                        .max(log.log_start_offset())
+                        .max(self.single_replica_hw),
                 "replica {}: HW {} past its durable end {}",
                 self.config.node_id,
                 self.hw,

@@ -608,6 +608,76 @@ fn a_single_replica_moves_its_hw_with_appends_and_acks_after_the_fsync() {
     assert_eq!(strict.check_produce(true), Ok(1));
 }
 
+/// Replication factor 1 reassigned to more replicas (KIP-455) while appends are not yet on
+/// disk: the HW, which moved with the log end, is past the durable end. It stays (a leader's
+/// HW never goes back) and the leader asks for the fsync, but followers learn no HW past
+/// what is on the leader's disk until then: a crash could still take that tail, and a
+/// follower must never have to truncate below its HW after a clean election, and acks=all
+/// appends still wait for the fsync. Before, the replica's own check panicked ("HW past its
+/// durable end") on its next input, and a waiting acks=all append was acknowledged before it
+/// was on disk (found by the replication simulation's reassignments, seeds 0x5eed0000 and
+/// 0x5eed1abc).
+#[test]
+fn a_single_replica_that_gains_replicas_keeps_its_hw_and_tells_followers_the_durable_end() {
+    let mut log = MemLog::default();
+    let mut r = Replica::new(config(1, 1), 0, &log);
+    let single = PartitionState {
+        replicas: vec![1],
+        ..state(1, 0, 0, &[1])
+    };
+    r.apply_metadata(0, single, &log);
+    log.epochs.assign(0, 0);
+    log.append(0, 5);
+    log.sync();
+    log.append(0, 3);
+    r.on_log_changed(1, &log);
+    assert_eq!((r.high_watermark(), log.durable), (8, 5));
+    // An acks=all append at 7 waits for the fsync.
+    assert_eq!(
+        r.wait_for_ack(1, 8, 10_000, &log),
+        vec![Action::Flush { offset: 8 }]
+    );
+    // Reassigned to [1, 2]: 2 is adding, the ISR stays [1].
+    let grown = PartitionState {
+        replicas: vec![1, 2],
+        ..state(1, 0, 1, &[1])
+    };
+    let acts = r.apply_metadata(2, grown, &log);
+    assert!(
+        acts.contains(&Action::Flush { offset: 8 }),
+        "the unsynced tail is flushed now: {acts:?}"
+    );
+    assert_eq!(r.high_watermark(), 8);
+    let acts = r.on_log_changed(3, &log);
+    assert!(hw_moves(&acts).is_empty());
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::AckDone { .. })),
+        "the acks=all append is not on disk yet: {acts:?}"
+    );
+    // The adding follower copies the log; it is told the leader's durable end as the HW.
+    let (ans, _) = r.fetch(4, follower_fetch(2, 0, 0), &log);
+    assert_eq!((ans.error, ans.high_watermark), (ErrorCode::None, 5));
+    let (ans, acts) = r.fetch(5, follower_fetch(2, 8, 0), &log);
+    assert_eq!(ans.high_watermark, 5);
+    assert_eq!(
+        alters(&acts)
+            .iter()
+            .map(|a| a.new_isr.clone())
+            .collect::<Vec<_>>(),
+        vec![vec![1, 2]],
+        "caught up to the HW: proposed for the ISR"
+    );
+    // Once on disk, the HW is the HW again and the append is acknowledged.
+    log.sync();
+    let acts = r.on_log_changed(6, &log);
+    assert!(acts.contains(&Action::AckDone {
+        id: 1,
+        error: ErrorCode::None
+    }));
+    let (ans, _) = r.fetch(7, follower_fetch(2, 8, 0), &log);
+    assert_eq!((ans.high_watermark, r.high_watermark()), (8, 8));
+}
+
 /// Replication factor 1, two acks=all appends while one fsync is under way (the runtime drops
 /// a second Flush while one is in flight): when the first fsync completes and answers the first
 /// wait, the replica must ask for another fsync for the second, or it waits until the request

@@ -331,6 +331,7 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             // Followers' fetches, and fetches naming epochs (KIP-320), go through the
             // replica: epoch fencing, divergence, and a follower's progress.
             let mut upper_for_replica = None;
+            let mut hw_for_replica = None;
             if plan.replica_id.is_some()
                 || pp.current_leader_epoch >= 0
                 || pp.last_fetched_epoch >= 0
@@ -380,9 +381,12 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 }
                 if plan.replica_id.is_some() {
                     upper_for_replica = answer.read.map(|r| r.upper_bound);
+                    // A follower is told the replica's answer: never past this leader's
+                    // durable end (a replica set that grew from one, before its fsync).
+                    hw_for_replica = Some(answer.high_watermark);
                 }
             }
-            let hw = partition.high_watermark();
+            let hw = hw_for_replica.unwrap_or_else(|| partition.high_watermark());
             let lso = partition.last_stable_offset();
             let log_start = partition.log.log_start_offset();
             pd = pd.with_high_watermark(hw);

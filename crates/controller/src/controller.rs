@@ -2285,7 +2285,6 @@ impl Controller {
         }
     }
 
-    /// Emits a PartitionChange if `next` differs from `prev`, with the epochs bumped.
     /// A PartitionChange that only bumps the partition epoch.
     fn bump_partition_epoch(
         &mut self,
@@ -2299,6 +2298,9 @@ impl Controller {
         self.emit_partition_change(records, topic, index, next);
     }
 
+    /// Emits a PartitionChange if `next` differs from `prev`, with the partition epoch bumped,
+    /// and the leader epoch where `election::bumps_leader_epoch` says (a new leader, a
+    /// replica removed).
     fn change_partition(
         &mut self,
         records: &mut Vec<MetadataRecord>,
@@ -2310,7 +2312,7 @@ impl Controller {
         if next == *prev {
             return;
         }
-        if next.leader != prev.leader {
+        if election::bumps_leader_epoch(prev, &next) {
             next.leader_epoch = prev.leader_epoch + 1;
         }
         next.partition_epoch = prev.partition_epoch + 1;

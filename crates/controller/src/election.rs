@@ -122,6 +122,17 @@ pub fn change(
     Change { next, unclean }
 }
 
+/// Whether the change from `prev` to `next` bumps the leader epoch (Kafka's
+/// `PartitionChangeBuilder`): a new leader, or a replica leaving the replica set (a completed
+/// or cancelled reassignment, `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), so the
+/// removed replica's fetches still in flight are fenced (FENCED_LEADER_EPOCH). Without it, a
+/// replica removed (its log deleted) and added back could have the leader take such a fetch
+/// for its progress, join the ISR with an empty log and be elected: the replication
+/// simulation found that losing acknowledged records.
+pub fn bumps_leader_epoch(prev: &PartitionRegistration, next: &PartitionRegistration) -> bool {
+    next.leader != prev.leader || prev.replicas.iter().any(|r| !next.replicas.contains(r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1354,6 +1354,21 @@ fn a_reassignment_completes_once_the_adding_replicas_are_in_the_isr_and_moves_th
         (&[3, 4][..], &[3, 4][..], 3)
     );
     assert!(q.adding_replicas.is_empty() && q.removing_replicas.is_empty());
+
+    // [3,4] -> [3]: the leader stays, yet the leader epoch is bumped (Kafka's
+    // `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), fencing 4's fetches in flight.
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[3])), Ok(()));
+    h.commit_all();
+    let r = part(&h, "t");
+    assert_eq!(
+        (&r.replicas[..], &r.isr[..], r.leader),
+        (&[3][..], &[3][..], 3)
+    );
+    assert_eq!(r.leader_epoch, q.leader_epoch + 1);
+    // Growing does not bump it.
+    assert_eq!(reassign(&mut h, "t", 0, Some(&[3, 4])), Ok(()));
+    h.commit_all();
+    assert_eq!(part(&h, "t").leader_epoch, r.leader_epoch);
 }
 
 #[test]
@@ -1422,6 +1437,7 @@ fn a_reassignment_is_cancelled_and_refused_as_kafka_refuses_it() {
         (&[1, 2][..], &[1, 2][..], 1)
     );
     assert!(q.adding_replicas.is_empty() && q.removing_replicas.is_empty());
+    assert_eq!(q.leader_epoch, p.leader_epoch + 1, "3 left the replicas");
     assert_eq!(
         reassign(&mut h, "t", 0, None),
         Err(ErrorCode::NoReassignmentInProgress)

@@ -184,8 +184,19 @@ impl Replica {
         match new.leader {
             Some(l) if l == me && hosted => {
                 if new_epoch || !self.is_leader() {
-                    self.fail_acks(ErrorCode::NotLeaderOrFollower, &mut out);
+                    // Still the leader, in a new epoch (the controller bumps it when a replica
+                    // leaves the replica set): the acks=all appends waiting here stay. They
+                    // are in this leader's log, which the new epoch continues, and are
+                    // answered once the HW passes them (Kafka's delayed produces wait on the
+                    // HW alone).
+                    let waiting = match &mut self.role {
+                        Role::Leader(l) => std::mem::take(&mut l.acks),
+                        _ => BTreeMap::new(),
+                    };
                     self.become_leader(now_ms, &new, log, &mut out);
+                    if let Role::Leader(l) = &mut self.role {
+                        l.acks = waiting;
+                    }
                     self.state = Some(new);
                 } else {
                     // Same leadership, new partition epoch: an ISR or replica-set change.

@@ -267,6 +267,45 @@ fn acks_all_outcomes() {
     assert_eq!(r.check_produce(false), Err(ErrorCode::NotLeaderOrFollower));
 }
 
+/// A new leader epoch with the same leader (the controller bumps it when a reassignment
+/// removes a replica, so that replica's fetches in flight are fenced): waiting acks=all
+/// appends stay and are answered once the HW of the new epoch passes them; the removed
+/// replica's fetch of the old epoch is fenced and records no progress.
+#[test]
+fn a_same_leader_epoch_bump_keeps_waiting_acks_and_fences_the_old_epochs_fetches() {
+    let (mut r, mut log) = leader(1);
+    log.append(5, 2);
+    log.sync();
+    r.on_log_changed(1, &log);
+    assert!(r.wait_for_ack(7, 12, 10_000, &log).is_empty());
+    // Replica 3 is reassigned away: epoch 6, same leader.
+    let removed = PartitionState {
+        replicas: vec![1, 2],
+        ..state(1, 6, 2, &[1, 2])
+    };
+    let acts = r.apply_metadata(2, removed, &log);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::AckDone { .. })),
+        "{acts:?}"
+    );
+    assert!(acts.contains(&Action::AssignLeaderEpoch {
+        epoch: 6,
+        start_offset: 12
+    }));
+    // 3's fetch sent in epoch 5 is fenced; 2 fetches in epoch 6 and the ack is answered.
+    let (ans, acts) = r.fetch(3, follower_fetch(3, 12, 5), &log);
+    assert_eq!(ans.error, ErrorCode::FencedLeaderEpoch);
+    assert!(acts.is_empty());
+    let mut req = follower_fetch(2, 12, 6);
+    req.last_fetched_epoch = Some(5);
+    let (ans, acts) = r.fetch(4, req, &log);
+    assert_eq!(ans.error, ErrorCode::None);
+    assert!(acts.contains(&Action::AckDone {
+        id: 7,
+        error: ErrorCode::None
+    }));
+}
+
 #[test]
 fn isr_shrinks_and_expands_through_the_controller() {
     let (mut r, log) = leader(1);

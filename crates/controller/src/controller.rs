@@ -916,52 +916,36 @@ impl Controller {
             ));
         };
         let min_isr = self.min_isr(&topic);
-        let mut working = prev.clone();
-        let election = match target {
-            None => {
-                if !reassignment::in_progress(&prev) {
+        if let Some(target) = &target {
+            self.validate_reassignment(target)?;
+            if !allow_rf_change {
+                let current = prev.replicas.len() - prev.removing_replicas.len();
+                if current != target.len() {
                     return Err(ControllerError::new(
-                        ErrorCode::NoReassignmentInProgress,
-                        format!("Unable to cancel the reassignment of {name}-{index}: there is no reassignment in progress."),
+                        ErrorCode::InvalidReplicationFactor,
+                        format!("The replication factor is changed from {current} to {} but allowReplicationFactorChange is false", target.len()),
                     ));
                 }
-                let (replicas, isr, unclean) = reassignment::revert(&prev);
-                if unclean && !self.unclean_allowed(&topic) {
-                    return Err(ControllerError::new(
-                        ErrorCode::InvalidReplicaAssignment,
-                        format!("Unable to revert the partition assignment of {name}-{index} because it would require an unclean leader election."),
-                    ));
-                }
-                working
-                    .elr
-                    .retain(|r| replicas.contains(r) && !isr.contains(r));
-                working.replicas = replicas;
-                working.isr = isr;
-                working.adding_replicas.clear();
-                working.removing_replicas.clear();
-                if unclean {
-                    Election::Unclean
-                } else {
-                    Election::Online
-                }
             }
-            Some(target) => {
-                self.validate_reassignment(&target)?;
-                if !allow_rf_change {
-                    let current = prev.replicas.len() - prev.removing_replicas.len();
-                    if current != target.len() {
-                        return Err(ControllerError::new(
-                            ErrorCode::InvalidReplicationFactor,
-                            format!("The replication factor is changed from {current} to {} but allowReplicationFactorChange is false", target.len()),
-                        ));
-                    }
-                }
-                let r = reassignment::start(&prev.replicas, &prev.adding_replicas, &target);
-                working.replicas = r.replicas;
-                working.adding_replicas = r.adding;
-                working.removing_replicas = r.removing;
-                Election::Online
-            }
+        }
+        let Some(reassignment::Altered { working, unclean }) =
+            reassignment::alter(&prev, target.as_deref())
+        else {
+            return Err(ControllerError::new(
+                ErrorCode::NoReassignmentInProgress,
+                format!("Unable to cancel the reassignment of {name}-{index}: there is no reassignment in progress."),
+            ));
+        };
+        if unclean && !self.unclean_allowed(&topic) {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidReplicaAssignment,
+                format!("Unable to revert the partition assignment of {name}-{index} because it would require an unclean leader election."),
+            ));
+        }
+        let election = if unclean {
+            Election::Unclean
+        } else {
+            Election::Online
         };
         let target_isr = working.isr.clone();
         let c = election::change(

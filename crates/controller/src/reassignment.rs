@@ -1,6 +1,7 @@
 //! Partition reassignment (KIP-455) as Kafka's KRaft controller decides it
 //! (`PartitionReassignmentReplicas`, `PartitionReassignmentRevert`): pure functions on a
-//! partition registration, used by `Controller` and `election::change`.
+//! partition registration, used by `Controller` and `election::change` (and by the
+//! replication crate's simulation, whose model controller reassigns through `alter`).
 //!
 //! - **Start** (AlterPartitionReassignments with a replica list): the replica set becomes the
 //!   target followed by the current replicas the target leaves out (`removing`); target
@@ -77,6 +78,50 @@ pub fn completion(
         return None;
     }
     Some((replicas, isr))
+}
+
+/// An AlterPartitionReassignments entry applied to `prev`, before the election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Altered {
+    /// The registration to elect on (epochs not bumped).
+    pub working: PartitionRegistration,
+    /// A cancel that leaves no ISR member: only an unclean election can revert it (the
+    /// caller refuses it unless the topic allows unclean elections).
+    pub unclean: bool,
+}
+
+/// Kafka's `ReplicationControlManager.alterPartitionReassignment` up to the election, shared
+/// by `Controller` and the replication simulation: `Some(target)` starts (or replaces) a
+/// reassignment, leader and ISR staying (one that adds nothing completes in the election
+/// that follows, `election::change`); `None` cancels the one in progress: the adding replicas
+/// leave the replica set, the ISR and the ELR. None when there is nothing to cancel. The
+/// target is validated by the caller (registered brokers, no duplicates, not empty).
+pub fn alter(prev: &PartitionRegistration, target: Option<&[NodeId]>) -> Option<Altered> {
+    let mut working = prev.clone();
+    let unclean = match target {
+        None => {
+            if !in_progress(prev) {
+                return None;
+            }
+            let (replicas, isr, unclean) = revert(prev);
+            working
+                .elr
+                .retain(|r| replicas.contains(r) && !isr.contains(r));
+            working.replicas = replicas;
+            working.isr = isr;
+            working.adding_replicas.clear();
+            working.removing_replicas.clear();
+            unclean
+        }
+        Some(target) => {
+            let r = start(&prev.replicas, &prev.adding_replicas, target);
+            working.replicas = r.replicas;
+            working.adding_replicas = r.adding;
+            working.removing_replicas = r.removing;
+            false
+        }
+    };
+    Some(Altered { working, unclean })
 }
 
 /// Kafka's `PartitionReassignmentRevert`: the replica set and ISR without the adding

@@ -81,6 +81,21 @@ impl PartitionRegistration {
         if let Some(r) = self.elr.iter().find(|r| !self.replicas.contains(r)) {
             return Err(format!("ELR member {r} is not a replica"));
         }
+        if let Some(r) = self
+            .adding_replicas
+            .iter()
+            .chain(&self.removing_replicas)
+            .find(|r| !self.replicas.contains(r))
+        {
+            return Err(format!("reassigned replica {r} is not a replica"));
+        }
+        if let Some(r) = self
+            .adding_replicas
+            .iter()
+            .find(|r| self.removing_replicas.contains(r))
+        {
+            return Err(format!("{r} is both being added and removed"));
+        }
         if let Some(r) = self.elr.iter().find(|r| self.isr.contains(r)) {
             return Err(format!("{r} is in both the ISR and the ELR"));
         }

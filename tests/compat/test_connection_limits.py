@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -67,6 +69,14 @@ def connect_served(server, source: str = "127.0.0.1") -> socket.socket:
 
     wait_for(f"a connection from {source} is served", attempt)
     return got[0]
+
+
+def accept_metrics(server, name: str) -> dict:
+    """`/metrics` samples of one family (e.g. moldau_connection_accept_blocked_time_seconds),
+    by listener."""
+    text = urllib.request.urlopen(server.admin_url() + "/metrics", timeout=30).read().decode()
+    return {s.labels.get("listener"): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name}
 
 
 def test_max_connections_per_ip_with_an_override(brokers):
@@ -129,6 +139,11 @@ def test_connection_creation_rate_pauses_accepting(brokers):
     socks = [connect(server) for _ in range(12)]
     assert all(served(s) for s in socks)
     assert time.monotonic() - start >= 2.0
+    # The pauses are in /metrics (Kafka's connection-accept-throttle-time); no slot was waited for.
+    throttled = accept_metrics(server, "moldau_connection_accept_throttle_time_seconds_total")
+    assert throttled.get("PLAINTEXT", 0) > 0, throttled
+    blocked = accept_metrics(server, "moldau_connection_accept_blocked_time_seconds_total")
+    assert blocked.get("PLAINTEXT") == 0, blocked
     for s in socks:
         s.close()
 
@@ -193,6 +208,9 @@ def test_a_listeners_own_max_connections(brokers):
     # Raised at runtime: the waiting connection is accepted and answered; the next one waits.
     set_limit("3")
     assert answered(third)
+    # The wait is in /metrics (Kafka's AcceptorBlockedPercent), for that listener only.
+    blocked = accept_metrics(server, "moldau_connection_accept_blocked_time_seconds_total")
+    assert blocked.get("PLAINTEXT", 0) > 0 and blocked.get("ADMIN") == 0, blocked
     fourth = connect(server)
     assert waiting_for_a_slot(fourth)
     # A connection closed: its slot goes to the one waiting.

@@ -151,15 +151,17 @@ impl ConnectionCounts {
 
     /// Waits until the broker is under `max.connections` and `listener` under its own
     /// `listener.name.<listener>.max.connections` (re-read every 100 ms, so a raised limit
-    /// applies), as Kafka's acceptor waits for a slot.
-    pub async fn wait_for_slot(&self, listener: &str, limits: impl Fn() -> Limits) {
+    /// applies), as Kafka's acceptor waits for a slot. Returns whether it had to wait.
+    pub async fn wait_for_slot(&self, listener: &str, limits: impl Fn() -> Limits) -> bool {
+        let mut waited = false;
         loop {
             let now = limits();
             if self.total.load(Ordering::Relaxed) < now.max_connections
                 && self.listener_count(listener) < now.for_listener(listener)
             {
-                return;
+                return waited;
             }
+            waited = true;
             let closed = self.closed.notified();
             tokio::select! {
                 _ = closed => {}
@@ -267,7 +269,7 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let held = counts.admit(ip, &internal, &l).unwrap();
         // Another listener has no limit of its own: a slot at once, and more.
-        counts.wait_for_slot(&external, || l.clone()).await;
+        assert!(!counts.wait_for_slot(&external, || l.clone()).await);
         let others: Vec<_> = (0..3)
             .map(|_| counts.admit(ip, &external, &l).unwrap())
             .collect();
@@ -288,7 +290,7 @@ mod tests {
             _ = std::future::ready(()) => {}
         }
         drop(held);
-        waiting.await;
+        assert!(waiting.await, "it waited");
         assert_eq!(counts.listener_count(&internal), 0);
         // Broker-wide max.connections still counts every listener.
         let l = limits(&[

@@ -70,9 +70,14 @@ pub async fn accept_loop(
     };
     loop {
         let permit = if limited {
+            let since = std::time::Instant::now();
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = state.connections.wait_for_slot(&listener_name, limits) => {}
+                waited = state.connections.wait_for_slot(&listener_name, limits) => {
+                    if waited {
+                        stats.accept_blocked(since.elapsed());
+                    }
+                }
             }
             None
         } else {
@@ -100,6 +105,7 @@ pub async fn accept_loop(
                         METRICS.connection_refused();
                     }
                     if pause > 0 {
+                        stats.accept_throttled(std::time::Duration::from_millis(pause));
                         tracing::debug!(
                             pause_ms = pause,
                             "max.connection.creation.rate reached: pausing accept"

@@ -75,6 +75,12 @@ pub struct ListenerStats {
     name: String,
     accepted: AtomicU64,
     closed: AtomicU64,
+    /// Microseconds the accept loop waited for a slot (`max.connections`, the listener's own
+    /// limit), as Kafka's `AcceptorBlockedPercent`.
+    blocked_us: AtomicU64,
+    /// Microseconds the accept loop paused for `max.connection.creation.rate`, as Kafka's
+    /// `connection-accept-throttle-time`.
+    throttled_us: AtomicU64,
 }
 
 impl ListenerStats {
@@ -82,6 +88,18 @@ impl ListenerStats {
     pub fn opened(self: &Arc<Self>) -> ConnectionGuard {
         self.accepted.fetch_add(1, Ordering::Relaxed);
         ConnectionGuard(self.clone())
+    }
+
+    /// Counts time the accept loop waited for a connection slot.
+    pub fn accept_blocked(&self, d: std::time::Duration) {
+        self.blocked_us
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts time the accept loop paused for the connection creation rate.
+    pub fn accept_throttled(&self, d: std::time::Duration) {
+        self.throttled_us
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
     }
 }
 
@@ -194,6 +212,8 @@ impl BrokerMetrics {
             name: name.to_string(),
             accepted: AtomicU64::new(0),
             closed: AtomicU64::new(0),
+            blocked_us: AtomicU64::new(0),
+            throttled_us: AtomicU64::new(0),
         });
         l.push(s.clone());
         s
@@ -516,6 +536,28 @@ fn collect_counters(out: &mut Scrape<'_>) -> fmt::Result {
             (
                 [("listener", l.name.clone())],
                 l.accepted.load(Ordering::Relaxed),
+            )
+        }),
+    )?;
+    out.counter_f64(
+        "moldau_connection_accept_blocked_time",
+        "Time the listener's accept loop waited for a connection slot (max.connections, listener.name.<listener>.max.connections), by listener.",
+        Some(Unit::Seconds),
+        listeners.iter().map(|l| {
+            (
+                [("listener", l.name.clone())],
+                l.blocked_us.load(Ordering::Relaxed) as f64 / 1e6,
+            )
+        }),
+    )?;
+    out.counter_f64(
+        "moldau_connection_accept_throttle_time",
+        "Time the listener's accept loop paused because connections came faster than max.connection.creation.rate, by listener.",
+        Some(Unit::Seconds),
+        listeners.iter().map(|l| {
+            (
+                [("listener", l.name.clone())],
+                l.throttled_us.load(Ordering::Relaxed) as f64 / 1e6,
             )
         }),
     )?;

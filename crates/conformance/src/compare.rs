@@ -71,7 +71,8 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<PathDiff>) {
 /// A difference Moldau keeps on purpose: responses of `api` differ at paths starting with
 /// `path` (`*` matches one segment), for `reason`. The optional conditions narrow it to
 /// requests containing `request` (a partial match), to `versions`, and to differences whose
-/// values are exactly `reference` / `subject`.
+/// values are exactly `reference` / `subject`. A condition written as JSON `null` is a
+/// condition (the value is null: no answer, a missing element), not the absence of one.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Intentional {
@@ -81,11 +82,25 @@ pub struct Intentional {
     pub request: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<[i16; 2]>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reference: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub subject: Option<Value>,
     pub reason: String,
+}
+
+/// A field that is present is `Some`, even when it is `null` (serde's `Option` would read a
+/// `null` as absent, turning "the reference answered nothing" into "any value").
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl Intentional {
@@ -355,5 +370,28 @@ mod tests {
             &req,
             &d("response.results.0.configs")
         ));
+    }
+
+    #[test]
+    fn a_null_value_condition_is_a_condition() {
+        let k: Intentional = serde_json::from_value(json!({
+            "api": "Produce", "path": "response", "reference": null, "reason": "r"
+        }))
+        .unwrap();
+        assert_eq!(k.reference, Some(Value::Null));
+        assert_eq!(k.subject, None);
+        let unanswered = PathDiff {
+            path: "response".into(),
+            reference: Value::Null,
+            subject: json!({"responses": []}),
+        };
+        assert!(k.matches("Produce", Some(9), &json!({}), &unanswered));
+        // Both answered and differ in one field: not this entry's difference.
+        let field = PathDiff {
+            path: "response.responses.0.partition_responses.0.log_start_offset".into(),
+            reference: json!(-1),
+            subject: json!(0),
+        };
+        assert!(!k.matches("Produce", Some(9), &json!({}), &field));
     }
 }

@@ -233,10 +233,9 @@ fn produce_with(
             let err = |r: PartitionProduceResponse, e: ErrorCode| {
                 r.with_error_code(code(e)).with_base_offset(-1)
             };
-            if !(acks == 0 || acks == 1 || acks == -1) {
-                partitions.push(err(r, ErrorCode::InvalidRequiredAcks));
-                continue;
-            }
+            // Kafka's order: the request handler answers unknown ids, denied and unknown
+            // topics and invalid records; the replica manager then refuses the whole rest for
+            // bad acks, internal topics, and partitions this broker does not lead.
             let Some(name) = name.as_deref() else {
                 partitions.push(err(r, ErrorCode::UnknownTopicId));
                 continue;
@@ -248,17 +247,11 @@ fn produce_with(
                 partitions.push(err(r, ErrorCode::TopicAuthorizationFailed));
                 continue;
             }
-            if metadata::is_internal_topic(name) {
-                partitions.push(err(r, ErrorCode::InvalidTopicException));
+            let led = state.leader_partition(name, pd.index);
+            if let Err(e @ ErrorCode::UnknownTopicOrPartition) = led {
+                partitions.push(err(r, e));
                 continue;
             }
-            let partition = match state.leader_partition(name, pd.index) {
-                Ok(p) => p,
-                Err(e) => {
-                    partitions.push(err(r, e));
-                    continue;
-                }
-            };
             let Some(records) = pd.records else {
                 partitions.push(err(r, ErrorCode::CorruptMessage));
                 continue;
@@ -267,6 +260,21 @@ fn produce_with(
                 partitions.push(err(r, e));
                 continue;
             }
+            if !(acks == 0 || acks == 1 || acks == -1) {
+                partitions.push(err(r, ErrorCode::InvalidRequiredAcks));
+                continue;
+            }
+            if metadata::is_internal_topic(name) {
+                partitions.push(err(r, ErrorCode::InvalidTopicException));
+                continue;
+            }
+            let partition = match led {
+                Ok(p) => p,
+                Err(e) => {
+                    partitions.push(err(r, e));
+                    continue;
+                }
+            };
             if has_control_batch(&records) {
                 // Transaction markers are the broker's to write (Kafka: INVALID_RECORD).
                 partitions.push(err(r, ErrorCode::InvalidRecord));
@@ -304,13 +312,18 @@ fn produce_with(
                         });
                     }
                 }
-                Err((ec, message)) => {
+                Err(Rejected {
+                    code: ec,
+                    message,
+                    by_coordinator,
+                }) => {
                     tracing::debug!(partition = %partition.tp, error = %message, "produce rejected");
                     r = err(r, ec);
                     // Kafka reports the log start offset with record-validation errors (not
-                    // with corrupt or oversized batches), and the failing record for timestamp
-                    // errors.
-                    if version >= 5 && reports_log_start(ec) {
+                    // with corrupt or oversized batches, nor with the coordinator's refusal of
+                    // a transaction's partition, answered before the log is touched), and the
+                    // failing record for timestamp errors.
+                    if version >= 5 && !by_coordinator && reports_log_start(ec) {
                         r = r.with_log_start_offset(partition.log.log_start_offset());
                     }
                     if version >= 8 {
@@ -407,16 +420,17 @@ fn append(
     records: Bytes,
     acks_all: bool,
     verifier: &Verifier,
-) -> Result<AppendInfo, (ErrorCode, String)> {
+) -> Result<AppendInfo, Rejected> {
     let invalid = |m: &str| {
         let ec = if version >= 8 {
             ErrorCode::InvalidRecord
         } else {
             ErrorCode::CorruptMessage
         };
-        (ec, m.to_string())
+        Rejected::by_log(ec, m.to_string())
     };
-    let header = BatchHeader::parse(&records).map_err(|e| (e.error_code(), e.to_string()))?;
+    let header = BatchHeader::parse(&records)
+        .map_err(|e| Rejected::by_log(e.error_code(), e.to_string()))?;
     if header.is_control() {
         return Err(invalid("clients may not write control batches"));
     }
@@ -424,7 +438,9 @@ fn append(
         if header.is_transactional() {
             return Err(invalid("a transactional batch needs a transactional id"));
         }
-        return partition.append_as_leader(records, acks_all);
+        return partition
+            .append_as_leader(records, acks_all)
+            .map_err(|(ec, m)| Rejected::by_log(ec, m));
     };
     if !header.is_transactional() || header.producer_id < 0 || header.base_sequence < 0 {
         return Err(invalid(
@@ -445,11 +461,12 @@ fn append(
             verifier.verify(state, txn_id, pid, epoch, &tp)
         })
         .map_err(|e| match e {
-            TxnAppendError::Append(e) => (e.error_code(), e.to_string()),
-            TxnAppendError::NotVerified(None) => (
-                abortable,
-                "the transaction ended while the partition was being verified".to_string(),
-            ),
+            TxnAppendError::Append(e) => Rejected::by_log(e.error_code(), e.to_string()),
+            TxnAppendError::NotVerified(None) => Rejected {
+                code: abortable,
+                message: "the transaction ended while the partition was being verified".into(),
+                by_coordinator: true,
+            },
             TxnAppendError::NotVerified(Some(e)) => {
                 // As Kafka: retriable coordinator trouble becomes NOT_ENOUGH_REPLICAS, which
                 // every producer retries without refreshing metadata.
@@ -462,12 +479,32 @@ fn append(
                     | ErrorCode::NotCoordinator => ErrorCode::NotEnoughReplicas,
                     e => e,
                 };
-                (
-                    mapped,
-                    format!("partition not verified in the transaction ({})", e.name()),
-                )
+                Rejected {
+                    code: mapped,
+                    message: format!("partition not verified in the transaction ({})", e.name()),
+                    by_coordinator: true,
+                }
             }
         })
+}
+
+/// Why a partition's batch was not appended.
+struct Rejected {
+    code: ErrorCode,
+    message: String,
+    /// The transaction coordinator refused the partition (KIP-890 verification): the log
+    /// was never reached.
+    by_coordinator: bool,
+}
+
+impl Rejected {
+    fn by_log(code: ErrorCode, message: String) -> Self {
+        Rejected {
+            code,
+            message,
+            by_coordinator: false,
+        }
+    }
 }
 
 /// Kafka's `ProduceRequest.validateRecords` (v3+): exactly one record batch (a truncated

@@ -8,6 +8,10 @@ when the node that coordinates is killed with SIGKILL (issues 11 and 13):
   goes backwards: every member starts a partition it is given at or past the highest commit
   acknowledged so far, an observer fetching the group's offsets never sees less than what was
   acknowledged before it asked, and the final offsets are the topic's end;
+- the same for a KIP-848 consumer group (three confluent-kafka members with
+  `group.protocol=consumer`): the new coordinator replays the group's records (its epoch,
+  target and current assignments) from `__consumer_offsets`, so the members carry on with
+  their member epochs, and again no acknowledged commit is lost or goes backwards;
 - an exactly-once consume-transform-produce job (confluent-kafka transactional producer with
   `send_offsets_to_transaction`, read_committed consumer; `tests/compat/eos_copy_app.py`)
   keeps copying when the transaction coordinator's node is killed: the output holds every
@@ -44,6 +48,14 @@ SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 1000,
 }
+# KIP-848 members: the brokers' consumer-group timeouts, short so a member fenced by the
+# coordinator's change (none should be) is replaced within the deadline.
+CONSUMER_GROUP_SETTINGS = {
+    "group.consumer.min.session.timeout.ms": 1000,
+    "group.consumer.session.timeout.ms": 6000,
+    "group.consumer.min.heartbeat.interval.ms": 50,
+    "group.consumer.heartbeat.interval.ms": 500,
+}
 DEADLINE_S = 90.0
 
 
@@ -64,6 +76,22 @@ def group_coordinator(bootstrap: str, group: str) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     return desc.coordinator.id
+
+
+def describe(bootstrap: str, group: str):
+    """The group's description, or None while its coordinator cannot answer."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        return admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
+    except (KafkaException, TimeoutError):
+        return None
+
+
+def rebalancing_or_joined(bootstrap: str, group: str, members: int) -> bool:
+    """The group is rebalancing, or holds `members` members (a rebalance may be over before
+    a describe sees it)."""
+    desc = describe(bootstrap, group)
+    return desc is not None and (not str(desc.state).endswith("STABLE") or len(desc.members) >= members)
 
 
 def java_hash(s: str) -> int:
@@ -115,7 +143,7 @@ class Commits:
 
 
 def confluent_member(bootstrap: str, topic: str, group: str, name: str, commits: Commits,
-                     stop: threading.Event) -> None:
+                     stop: threading.Event, consumer_protocol: bool = False) -> None:
     last: dict[int, int | None] = {}
 
     def on_assign(_c, tps):
@@ -126,13 +154,18 @@ def confluent_member(bootstrap: str, topic: str, group: str, name: str, commits:
         for tp in tps:
             last.pop(tp.partition, None)
 
-    c = Consumer({
+    conf = {
         "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
         "socket.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000,
         "reconnect.backoff.max.ms": 500,
-    })
+    }
+    if consumer_protocol:
+        # The session and heartbeat are the broker's with group.protocol=consumer.
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
+        conf["group.protocol"] = "consumer"
+    c = Consumer(conf)
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
     try:
         while not stop.is_set():
@@ -235,25 +268,52 @@ def observer(bootstrap: str, topic: str, group: str, commits: Commits, stop: thr
 
 
 def test_group_coordinator_kill9_keeps_the_group_and_its_offsets(clusters):
-    t0 = time.monotonic()
     cluster = clusters(3, **SETTINGS)
-    topic, group = uid("cg-in"), uid("cg")
+    kill_the_group_coordinator(cluster, "cg", lambda topic, group, commits, stop: [
+        (confluent_member, (cluster.bootstrap, topic, group, "cf-1", commits, stop)),
+        (confluent_member, (cluster.bootstrap, topic, group, "cf-2", commits, stop)),
+        (kafka_python_member, (cluster.bootstrap, topic, group, "kp-1", commits, stop)),
+        # Joins just before the kill: the coordinator dies mid-rebalance.
+        (confluent_member, (cluster.bootstrap, topic, group, "cf-late", commits, stop)),
+    ])
+
+
+def test_consumer_group_coordinator_kill9_keeps_the_group_and_its_offsets(clusters):
+    cluster = clusters(3, **SETTINGS, **CONSUMER_GROUP_SETTINGS)
+    group = kill_the_group_coordinator(cluster, "kip848", lambda topic, group, commits, stop: [
+        (confluent_member, (cluster.bootstrap, topic, group, name, commits, stop, True))
+        for name in ("cf-1", "cf-2", "cf-3", "cf-late")
+    ])
+    desc = wait_for("the group described after the restart",
+                    lambda: describe(cluster.bootstrap, group), timeout=DEADLINE_S)
+    assert str(desc.type).endswith("CONSUMER"), desc.type
+
+
+def kill_the_group_coordinator(cluster, prefix: str, make_members) -> str:
+    """Members from `make_members(topic, group, commits, stop)` (and an observer) consume
+    and commit while the group's coordinator is killed; the last member joins right before the
+    kill, so the coordinator dies while the group rebalances. Checks the commits and returns
+    the group's id."""
+    t0 = time.monotonic()
+    topic, group = uid(f"{prefix}-in"), uid(prefix)
     create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
     fill(cluster.bootstrap, topic, PARTITIONS, PER_PARTITION)
     commits, stop = Commits(), threading.Event()
-    members = [
-        threading.Thread(target=confluent_member, args=(cluster.bootstrap, topic, group, "cf-1", commits, stop)),
-        threading.Thread(target=confluent_member, args=(cluster.bootstrap, topic, group, "cf-2", commits, stop)),
-        threading.Thread(target=kafka_python_member, args=(cluster.bootstrap, topic, group, "kp-1", commits, stop)),
-        threading.Thread(target=observer, args=(cluster.bootstrap, topic, group, commits, stop)),
-    ]
+    members = [threading.Thread(target=f, args=args, daemon=True)
+               for f, args in make_members(topic, group, commits, stop)]
+    members.append(threading.Thread(target=observer, args=(cluster.bootstrap, topic, group, commits, stop),
+                                    daemon=True))
+    late = members.pop(-2)
     for t in members:
-        t.daemon = True
         t.start()
+    members.append(late)
     try:
         wait_for("the group's first commits", lambda: commits.count >= 15, timeout=DEADLINE_S)
         victim = group_coordinator(cluster.bootstrap, group)
         at_kill = commits.snapshot()
+        late.start()
+        wait_for("the newcomer's join reaching the coordinator",
+                 lambda: rebalancing_or_joined(cluster.bootstrap, group, len(members) - 1), timeout=DEADLINE_S)
         cluster.kill9(victim)
         t_kill = time.monotonic()
         cluster.log(f"killed group coordinator {victim} at commits {at_kill}")
@@ -278,6 +338,7 @@ def test_group_coordinator_kill9_keeps_the_group_and_its_offsets(clusters):
     assert {tp.partition: tp.offset for tp in got} == {p: PER_PARTITION for p in range(PARTITIONS)}
     print(f"group coordinator {victim} killed, node {new} coordinates; commits resumed after "
           f"{moved:.1f}s; {commits.count} commits acknowledged; test took {time.monotonic() - t0:.1f}s")
+    return group
 
 
 def test_transaction_coordinator_kill9_exactly_once_copy(clusters):

@@ -122,7 +122,11 @@ def test_describe_topic_partitions_paginates(mb):
                        "--partition-size-limit-per-response", "2").check()
     rows = [(m.group(1), int(m.group(2))) for line in desc.lines
             if (m := re.search(r"Topic: (\S+)\s+Partition: (\d+)\s+Leader: 1\s+Replicas: 1\s+Isr: 1\s+Elr: \s*LastKnownElr:", line))]
-    assert [r for r in rows if r[0] in (first, second)] == [(first, i) for i in range(5)] + [(second, 0), (second, 1)], desc.stdout
+    # The tool prints the topics in its result map's (hash) order: each topic's partitions
+    # come together and in order. The name order of the API itself is checked below.
+    mine = [r for r in rows if r[0] in (first, second)]
+    assert sorted(mine, key=lambda r: (r[0] != mine[0][0], r[1])) == mine, desc.stdout
+    assert sorted(mine) == [(first, i) for i in range(5)] + [(second, 0), (second, 1)], desc.stdout
 
     kp = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=30000)
     try:

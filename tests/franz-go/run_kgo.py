@@ -59,6 +59,18 @@ SUITE_TIMEOUT = "8m"
 # Known differences from Kafka, each with its reason (also in COMPATIBILITY.md).
 KNOWN_FAILURES: dict[str, str] = {}
 
+# Tests not run against Moldau, each with its reason (also in COMPATIBILITY.md): a broken
+# behaviour found, not yet fixed, whose test fails every run (a known failure that
+# sometimes passes would turn the stage red at random). Each is an open issue.
+NOT_RUN_ON_MOLDAU: dict[str, str] = {
+    "TestTxnEtl": "its KIP-848 subtests (range/848, sticky/848, sticky/848/static) fail every run "
+                  "since transaction version 2: a transactional produce of a new transaction whose "
+                  "add the coordinator parks behind the previous transaction's markers ends fenced "
+                  "when the client aborts meanwhile (franz-go then fails the producer id: "
+                  "PRODUCER_FENCED); Kafka answers such adds CONCURRENT_TRANSACTIONS after at most "
+                  "add.partitions.to.txn.retry.backoff.max.ms and the client retries (issue 11)",
+}
+
 # api key -> (what needs it, tests that need it)
 FEATURE_GATES = {
     26: ("transactions (EndTxn, issue 11)", ["TestTxnEtl"]),
@@ -280,6 +292,9 @@ def main() -> int:
                     if key not in apis:
                         log(f"moldau: not running {', '.join(tests)}: the broker does not advertise {what}")
                         skip += tests
+                for test, why in NOT_RUN_ON_MOLDAU.items():
+                    log(f"moldau: not running {test}: {why}")
+                    skip.append(test)
                 summary["moldau"] = run_suite(binary, m.bootstrap, skip, opts.records, strict_848=True)
                 retry_failures(binary, m.bootstrap, summary["moldau"], opts.records)
             finally:

@@ -13,6 +13,7 @@
 use crate::handlers::{Ctx, Reply};
 use crate::internal_replay::{replay_partition, Replayed};
 use crate::state::BrokerState;
+use crate::txn_partition::Verification;
 use bytes::Bytes;
 use coordinator::{
     CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext, TopicInfo,
@@ -462,7 +463,13 @@ impl Groups {
         body: RequestKind,
     ) -> Reply {
         if let RequestKind::TxnOffsetCommit(r) = &body {
-            let guard = self.txn_offsets_guard(state, r);
+            // v5+ adds the group's partition (transaction version 2); older versions verify.
+            let how = if ctx.version >= 5 {
+                Verification::Add
+            } else {
+                Verification::Verify
+            };
+            let guard = self.txn_offsets_guard(state, r, how);
             let node = state.txns.remote_coordinator(state, &r.transactional_id.0);
             // v5+ is transaction version 2 (KIP-890 part 2): the client sent no
             // AddOffsetsToTxn, this coordinator adds the group's partition itself.
@@ -488,10 +495,11 @@ impl Groups {
         &self,
         state: &BrokerState,
         r: &TxnOffsetCommitRequest,
+        how: Verification,
     ) -> Option<TxnOffsetsGuard> {
         let p = self.lock().partition_for(&r.group_id.0);
         let partition = state.replicas.get(OFFSETS_TOPIC, p)?;
-        let guard = partition.begin_verification(r.producer_id.0, r.producer_epoch);
+        let guard = partition.begin_verification(r.producer_id.0, r.producer_epoch, how);
         Some(TxnOffsetsGuard {
             partition,
             producer_id: r.producer_id.0,

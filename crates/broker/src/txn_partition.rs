@@ -12,8 +12,16 @@
 //! the append are one step. A verification with a coordinator on another broker takes its
 //! guard before the request goes out (`begin_verification`) and checks it when the append
 //! runs (`verification_alive`), so a marker written while the answer travels is seen too.
+//!
+//! Transaction version 2 (KIP-890 part 2) changes which markers matter: the coordinator adds
+//! the partition itself (the leader's AddPartitionsToTxn v5 is not verify-only) and waits
+//! for the previous transaction to complete before it answers, and that transaction's
+//! markers carry the bumped epoch, the epoch of the produce being added. So a guard taken
+//! for an add survives markers at its own epoch (the previous transaction's, which the add
+//! waited for) and is dropped only by a later one (the end of the transaction it joins,
+//! or a fencing abort, which bumps again).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -32,8 +40,29 @@ pub struct TxnGuards {
 #[derive(Debug, Default)]
 struct Guards {
     next: u64,
-    /// Guards of verifications in progress, by producer id.
-    by_producer: HashMap<i64, HashSet<u64>>,
+    /// Guards of verifications in progress, by producer id: each with the lowest marker
+    /// epoch that drops it.
+    by_producer: HashMap<i64, HashMap<u64, i16>>,
+}
+
+/// How the coordinator is asked about a producer's first batch on a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verification {
+    /// Verify only (KIP-890 part 1): any marker for the producer ends what was verified.
+    Verify,
+    /// Add the partition (transaction version 2): markers at the produce's epoch belong to
+    /// the previous transaction, which the coordinator waits for before it adds.
+    Add,
+}
+
+impl Verification {
+    /// The lowest marker epoch that drops a guard taken at `producer_epoch`.
+    fn dropped_from(self, producer_epoch: i16) -> i16 {
+        match self {
+            Verification::Verify => i16::MIN,
+            Verification::Add => producer_epoch.saturating_add(1),
+        }
+    }
 }
 
 /// Why a transactional append was refused.
@@ -53,25 +82,35 @@ impl TxnGuards {
 }
 
 impl Guards {
-    fn take(&mut self, producer_id: i64) -> u64 {
+    fn take(&mut self, producer_id: i64, dropped_from: i16) -> u64 {
         self.next += 1;
         self.by_producer
             .entry(producer_id)
             .or_default()
-            .insert(self.next);
+            .insert(self.next, dropped_from);
         self.next
     }
 
-    /// Removes `guard`; whether it was still there (no marker for the producer since).
+    /// Removes `guard`; whether it was still there (no marker that drops it since).
     fn release(&mut self, producer_id: i64, guard: u64) -> bool {
         let Some(set) = self.by_producer.get_mut(&producer_id) else {
             return false;
         };
-        let alive = set.remove(&guard);
+        let alive = set.remove(&guard).is_some();
         if set.is_empty() {
             self.by_producer.remove(&producer_id);
         }
         alive
+    }
+
+    /// A marker for the producer at `epoch` was written: drops the guards it ends.
+    fn marker(&mut self, producer_id: i64, epoch: i16) {
+        if let Some(set) = self.by_producer.get_mut(&producer_id) {
+            set.retain(|_, dropped_from| epoch < *dropped_from);
+            if set.is_empty() {
+                self.by_producer.remove(&producer_id);
+            }
+        }
     }
 }
 
@@ -83,6 +122,7 @@ impl Partition {
         batches: Bytes,
         producer_id: i64,
         producer_epoch: i16,
+        how: Verification,
         verify: impl FnOnce() -> Result<(), ErrorCode>,
     ) -> Result<AppendInfo, TxnAppendError> {
         let guard = {
@@ -93,7 +133,7 @@ impl Partition {
             {
                 return self.append_locked(batches);
             }
-            g.take(producer_id)
+            g.take(producer_id, how.dropped_from(producer_epoch))
         };
         if let Err(e) = verify() {
             self.txn.lock().release(producer_id, guard);
@@ -109,7 +149,12 @@ impl Partition {
     /// Takes a verification guard for a producer that has no open transaction here (`None`
     /// when it has one: its appends need no verification), before asking a remote
     /// coordinator. Release it with `end_verification`.
-    pub fn begin_verification(&self, producer_id: i64, producer_epoch: i16) -> Option<u64> {
+    pub fn begin_verification(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        how: Verification,
+    ) -> Option<u64> {
         let mut g = self.txn.lock();
         if self
             .log
@@ -117,16 +162,16 @@ impl Partition {
         {
             return None;
         }
-        Some(g.take(producer_id))
+        Some(g.take(producer_id, how.dropped_from(producer_epoch)))
     }
 
-    /// Whether no marker for the producer was written since `guard` was taken.
+    /// Whether no marker that drops `guard` was written since it was taken.
     pub fn verification_alive(&self, producer_id: i64, guard: u64) -> bool {
         self.txn
             .lock()
             .by_producer
             .get(&producer_id)
-            .is_some_and(|s| s.contains(&guard))
+            .is_some_and(|s| s.contains_key(&guard))
     }
 
     /// Releases a guard of `begin_verification`.
@@ -176,8 +221,8 @@ impl Partition {
         Ok(info)
     }
 
-    /// Writes a COMMIT or ABORT marker for a producer (WriteTxnMarkers), dropping any
-    /// verification in progress for it.
+    /// Writes a COMMIT or ABORT marker for a producer (WriteTxnMarkers), dropping the
+    /// verifications in progress for it that the marker ends.
     pub fn append_txn_marker(
         self: &std::sync::Arc<Self>,
         producer_id: i64,
@@ -185,7 +230,7 @@ impl Partition {
         marker: EndTxnMarker,
     ) -> Result<AppendInfo, AppendError> {
         let mut g = self.txn.lock();
-        g.by_producer.remove(&producer_id);
+        g.marker(producer_id, producer_epoch);
         let info =
             self.log
                 .append_txn_marker(producer_id, producer_epoch, marker, self.leader_epoch())?;
@@ -234,8 +279,12 @@ mod tests {
     }
 
     fn txn_offsets(producer_id: i64) -> Bytes {
+        txn_offsets_at(producer_id, 0)
+    }
+
+    fn txn_offsets_at(producer_id: i64, producer_epoch: i16) -> Bytes {
         let mut b = BatchBuilder::new(Compression::None)
-            .producer(producer_id, 0, record::NO_SEQUENCE)
+            .producer(producer_id, producer_epoch, record::NO_SEQUENCE)
             .transactional(true);
         b.push(NewRecord::new(
             Some(Bytes::from_static(b"k")),
@@ -253,7 +302,9 @@ mod tests {
     fn a_marker_between_verification_and_append_refuses_the_offsets() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = leader(dir.path());
-        let guard = p.begin_verification(7, 0).expect("no transaction open");
+        let guard = p
+            .begin_verification(7, 0, Verification::Verify)
+            .expect("no transaction open");
         p.append_txn_marker(
             7,
             0,
@@ -271,12 +322,14 @@ mod tests {
         );
         assert_eq!(p.log.log_end_offset(), end, "nothing appended");
         // Verified and nothing in between: appended, and the transaction is open here.
-        let guard = p.begin_verification(8, 0).expect("no transaction open");
+        let guard = p
+            .begin_verification(8, 0, Verification::Verify)
+            .expect("no transaction open");
         p.append_txn_offsets(txn_offsets(8), 3, 8, 0, Some(guard))
             .expect("appended");
         assert!(p.log.has_ongoing_transaction(8));
         // Open when verified (no guard), closed by a marker before the append: refused.
-        assert!(p.begin_verification(8, 0).is_none());
+        assert!(p.begin_verification(8, 0, Verification::Verify).is_none());
         p.append_txn_marker(
             8,
             0,
@@ -292,21 +345,66 @@ mod tests {
         );
         // Transaction version 2 bumps the epoch per transaction: the next transaction (epoch 1)
         // is verified again even while the previous one (epoch 0) is still open here.
-        let guard = p.begin_verification(10, 0).expect("no transaction open");
+        let guard = p
+            .begin_verification(10, 0, Verification::Verify)
+            .expect("no transaction open");
         p.append_txn_offsets(txn_offsets(10), 3, 10, 0, Some(guard))
             .expect("appended");
-        assert!(p.begin_verification(10, 0).is_none());
-        assert!(p.begin_verification(10, 1).is_some());
+        assert!(p.begin_verification(10, 0, Verification::Verify).is_none());
+        assert!(p.begin_verification(10, 1, Verification::Verify).is_some());
         assert_eq!(
             p.append_txn_offsets(txn_offsets(10), 3, 10, 1, None).err(),
             Some(ErrorCode::InvalidTxnState)
         );
         // A stale leader epoch is refused even when verified.
-        let guard = p.begin_verification(9, 0).expect("no transaction open");
+        let guard = p
+            .begin_verification(9, 0, Verification::Verify)
+            .expect("no transaction open");
         assert_eq!(
             p.append_txn_offsets(txn_offsets(9), 2, 9, 0, Some(guard))
                 .err(),
             Some(ErrorCode::NotLeaderOrFollower)
+        );
+    }
+
+    /// Transaction version 2: the previous transaction's markers carry the bumped epoch, the
+    /// epoch of the next transaction's first produce, whose add the coordinator answers only
+    /// once those markers are written. They must not void that add's guard (franz-go's
+    /// transactional ETL got TRANSACTION_ABORTABLE on every first produce of a transaction);
+    /// a marker at a later epoch (the end of the joined transaction, a fencing abort) does.
+    /// A verify-only guard is voided by any marker, as before.
+    #[test]
+    fn an_add_survives_the_previous_transactions_markers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = leader(dir.path());
+        let abort = EndTxnMarker {
+            commit: false,
+            coordinator_epoch: 0,
+        };
+        let add = p
+            .begin_verification(11, 1, Verification::Add)
+            .expect("no transaction open");
+        let verify = p
+            .begin_verification(11, 1, Verification::Verify)
+            .expect("no transaction open");
+        p.append_txn_marker(11, 1, abort).expect("marker");
+        assert!(
+            p.verification_alive(11, add),
+            "the previous transaction's marker"
+        );
+        assert!(!p.verification_alive(11, verify));
+        p.append_txn_offsets(txn_offsets_at(11, 1), 3, 11, 1, Some(add))
+            .expect("appended");
+        // The joined transaction ends (epoch 2): a guard of epoch 1 taken meanwhile is void.
+        let late = p
+            .begin_verification(12, 1, Verification::Add)
+            .expect("no transaction open");
+        p.append_txn_marker(12, 2, abort).expect("marker");
+        assert!(!p.verification_alive(12, late));
+        assert_eq!(
+            p.append_txn_offsets(txn_offsets_at(12, 1), 3, 12, 1, Some(late))
+                .err(),
+            Some(ErrorCode::InvalidTxnState)
         );
     }
 }

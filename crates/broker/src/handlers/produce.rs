@@ -10,7 +10,7 @@
 use super::{code, from_uuid, Ctx, Reply};
 use crate::replica::Partition;
 use crate::state::BrokerState;
-use crate::txn_partition::TxnAppendError;
+use crate::txn_partition::{TxnAppendError, Verification};
 use bytes::Bytes;
 use model::ErrorCode;
 use protocol::messages::produce_response::{
@@ -40,10 +40,19 @@ enum Verifier {
     Remote {
         answers: HashMap<(String, i32), ErrorCode>,
         guards: HashMap<(String, i32), (Arc<Partition>, u64)>,
+        how: Verification,
     },
 }
 
 impl Verifier {
+    /// Whether the coordinator verified the partition or added it (transaction version 2).
+    fn how(&self) -> Verification {
+        match self {
+            Verifier::Local => Verification::Verify,
+            Verifier::Remote { how, .. } => *how,
+        }
+    }
+
     fn verify(
         &self,
         state: &BrokerState,
@@ -54,7 +63,9 @@ impl Verifier {
     ) -> Result<(), ErrorCode> {
         match self {
             Verifier::Local => state.txns.verify(txn_id, pid, epoch, tp),
-            Verifier::Remote { answers, guards } => {
+            Verifier::Remote {
+                answers, guards, ..
+            } => {
                 for key in tp {
                     match answers.get(key) {
                         Some(ErrorCode::None) => {}
@@ -146,6 +157,11 @@ fn produce_asked(
         return produce_with(state, ctx, req, &Verifier::Local);
     };
     let image = state.image();
+    let how = if add {
+        Verification::Add
+    } else {
+        Verification::Verify
+    };
     let mut producer: Option<(i64, i16)> = None;
     let mut guards = HashMap::new();
     for td in &req.topic_data {
@@ -170,7 +186,8 @@ fn produce_asked(
                 continue;
             };
             producer.get_or_insert((header.producer_id, header.producer_epoch));
-            if let Some(g) = partition.begin_verification(header.producer_id, header.producer_epoch)
+            if let Some(g) =
+                partition.begin_verification(header.producer_id, header.producer_epoch, how)
             {
                 guards.insert((name.clone(), pd.index), (partition, g));
             }
@@ -189,7 +206,11 @@ fn produce_asked(
             .txns
             .ask(&state, node, &txn_id, pid, epoch, &asked, !add)
             .await;
-        let verifier = Verifier::Remote { answers, guards };
+        let verifier = Verifier::Remote {
+            answers,
+            guards,
+            how,
+        };
         let reply = produce_with(&state, ctx, req, &verifier);
         if let Verifier::Remote { guards, .. } = verifier {
             for (partition, g) in guards.into_values() {
@@ -457,7 +478,7 @@ fn append(
         ErrorCode::InvalidTxnState
     };
     partition
-        .append_transactional(records, pid, epoch, || {
+        .append_transactional(records, pid, epoch, verifier.how(), || {
             verifier.verify(state, txn_id, pid, epoch, &tp)
         })
         .map_err(|e| match e {

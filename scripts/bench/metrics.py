@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""What metrics cost: produce throughput and broker CPU of a broker built without the metrics
-(BEFORE) against one with them (AFTER), in alternating rounds of the same run; and the time
-and size of a /metrics scrape on a broker with many partitions.
+"""What metrics cost: produce throughput and broker CPU, in alternating rounds of the same run,
+either of two builds (BEFORE without the metrics, AFTER with them) or of one build in three
+configurations; and the time and size of a /metrics scrape on a broker with many partitions.
 
 Usage: scripts/bench/metrics.py --before BIN --after BIN [--rounds 3] [--seconds 8]
                                 [--partitions 10000]
+       scripts/bench/metrics.py --binary BIN [--rounds 5] [--seconds 8] [--partitions 10000]
   BEFORE/AFTER are release `moldau` binaries (e.g. the commit before the metrics landed and the
   one after; build each with `cargo build --release -p moldau`). During AFTER's runs /metrics
   is scraped once a second, so the cost shown includes serving scrapes.
+  --binary compares one release build with metrics served and scraped once a second, with
+  `metrics.partition.series=false` (scraped too), and with `admin.listener=` (no admin
+  listener, nothing scraped; the counters are still kept: a build cannot turn them off).
+  The machine's load average is printed with every number.
 Standard library only; `moldau bench produce --json` drives the load.
 """
 
@@ -112,49 +117,78 @@ LOADS = {
 }
 
 
+CONFIGS = {
+    # name: (settings, scraped once a second)
+    "metrics on, scraped 1/s": ({}, True),
+    "per-partition series off, scraped 1/s": ({"metrics.partition.series": "false"}, True),
+    "admin listener off": ({"admin.listener": ""}, False),
+}
+
+
+def load() -> str:
+    return "load " + "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_once(binary: str, settings: dict, scraped: bool, admin: bool, seconds: int, extra: list[str]):
+    server = Server(binary, settings, admin=admin)
+    stop = threading.Event()
+    scrapes = []
+    if server.admin and scraped:
+        def scraper():
+            while not stop.wait(1.0):
+                scrapes.append(scrape(server.admin)[0])
+        threading.Thread(target=scraper, daemon=True).start()
+    cpu0 = server.cpu_seconds()
+    res = bench_produce(binary, server.bootstrap, seconds, extra)
+    cpu = server.cpu_seconds() - cpu0
+    stop.set()
+    server.stop()
+    rps = res.get("records_per_sec") or res.get("records_per_second") or 0.0
+    records = res.get("records") or rps * seconds
+    return rps, cpu / max(records, 1) * 1e6, len(scrapes)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--before", required=True)
-    ap.add_argument("--after", required=True)
+    ap.add_argument("--before")
+    ap.add_argument("--after")
+    ap.add_argument("--binary")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=10000)
     args = ap.parse_args()
+    if args.binary:
+        variants = {name: (args.binary, settings, scraped, settings.get("admin.listener") != "")
+                    for name, (settings, scraped) in CONFIGS.items()}
+        args.after = args.binary
+    elif args.before and args.after:
+        # BEFORE has no admin listener at all (it predates it).
+        variants = {"before": (args.before, {}, False, False), "after": (args.after, {}, True, True)}
+    else:
+        raise SystemExit("give --binary, or --before and --after")
 
-    print(f"== machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-          f"loopback TCP ceiling (same run): {loopback_ceiling_mb_s():.0f} MB/s")
+    print(f"== machine: {os.cpu_count()} cores, {load()}; "
+          f"loopback TCP ceiling (same run): {loopback_ceiling_mb_s():.0f} MB/s", flush=True)
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in range(args.rounds):
-        for name, binary in (("before", args.before), ("after", args.after)):
-            for load, extra in LOADS.items():
-                server = Server(binary, {}, admin=name == "after")
-                stop = threading.Event()
-                scrapes = []
-                if server.admin and name == "after":
-                    def scraper():
-                        while not stop.wait(1.0):
-                            scrapes.append(scrape(server.admin)[0])
-                    threading.Thread(target=scraper, daemon=True).start()
-                cpu0 = server.cpu_seconds()
-                res = bench_produce(binary, server.bootstrap, args.seconds, extra)
-                cpu = server.cpu_seconds() - cpu0
-                stop.set()
-                server.stop()
-                rps = res.get("records_per_sec") or res.get("records_per_second") or 0.0
-                records = res.get("records") or rps * args.seconds
-                results.setdefault((load, name), []).append((rps, cpu / max(records, 1) * 1e6))
-                print(f"round {r + 1} {name:6} {load}: {rps:,.0f} records/s, broker "
-                      f"{cpu / max(records, 1) * 1e6:.2f} CPU-s per million records"
-                      + (f", {len(scrapes)} scrapes" if scrapes else ""), flush=True)
-    print("\n| load | before: records/s (median) | after: records/s (median) | after / before | "
-          "broker CPU-s per M records before / after |")
-    print("|---|---|---|---|---|")
-    for load in LOADS:
-        b = results[(load, "before")]
-        a = results[(load, "after")]
-        mb, ma = statistics.median(x[0] for x in b), statistics.median(x[0] for x in a)
-        cb, ca = statistics.median(x[1] for x in b), statistics.median(x[1] for x in a)
-        print(f"| {load} | {mb:,.0f} | {ma:,.0f} | {ma / mb * 100:.1f}% | {cb:.2f} / {ca:.2f} |")
+        for name, (binary, settings, scraped, admin) in variants.items():
+            for load_name, extra in LOADS.items():
+                rps, cpu, n = run_once(binary, settings, scraped, admin, args.seconds, extra)
+                results.setdefault((load_name, name), []).append((rps, cpu))
+                print(f"round {r + 1} [{load()}] {name}: {load_name}: {rps:,.0f} records/s, broker "
+                      f"{cpu:.2f} CPU-s per million records" + (f", {n} scrapes" if n else ""), flush=True)
+    names = list(variants)
+    base = names[-1] if args.binary else names[0]
+    print(f"\n| load | " + " | ".join(f"{n}: records/s (median)" for n in names)
+          + " | " + " | ".join(f"{n} / {base}" for n in names if n != base)
+          + " | broker CPU-s per M records (" + " / ".join(names) + ") |")
+    print("|---" * (2 + 2 * len(names) - 1) + "|")
+    for load_name in LOADS:
+        med = {n: statistics.median(x[0] for x in results[(load_name, n)]) for n in names}
+        cpu = {n: statistics.median(x[1] for x in results[(load_name, n)]) for n in names}
+        print(f"| {load_name} | " + " | ".join(f"{med[n]:,.0f}" for n in names) + " | "
+              + " | ".join(f"{med[n] / med[base] * 100:.1f}%" for n in names if n != base) + " | "
+              + " / ".join(f"{cpu[n]:.2f}" for n in names) + " |")
 
     # Scrape time and size with many partitions (--partitions 0 skips it).
     for series in ("true", "false") if args.partitions > 0 else ():
@@ -174,7 +208,7 @@ def main() -> None:
             for _ in range(5):
                 t, size = scrape(server.admin)
                 times.append(t)
-            print(f"\n/metrics with {hosted} partitions, metrics.partition.series={series}: "
+            print(f"\n/metrics with {hosted} partitions, metrics.partition.series={series} [{load()}]: "
                   f"{size / 1e6:.2f} MB, scrape time median {statistics.median(times) * 1000:.0f} ms "
                   f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})")
         finally:

@@ -329,7 +329,7 @@ async fn serve_halves<R, W>(
                 });
             }
         }
-        let received = Instant::now();
+        let received = crate::metrics::now();
         if kind == ListenerKind::Controller {
             let private =
                 protocol::peek_api_key(&frame).filter(|k| crate::controller_api::is_private(*k));
@@ -397,7 +397,7 @@ async fn serve_halves<R, W>(
                 let request_quota = (state.quotas.enabled(QuotaKind::Request)
                     && !handlers::exempt_from_request_quota(&req))
                 .then(|| req.header.client_id.as_deref().unwrap_or("").to_string());
-                let handler_start = Instant::now();
+                let handler_start = request_quota.is_some().then(Instant::now);
                 let reply = handlers::dispatch(
                     &state,
                     req,
@@ -406,7 +406,7 @@ async fn serve_halves<R, W>(
                     access,
                     Some((&throttle, size)),
                 );
-                if let Some(client_id) = request_quota {
+                if let (Some(client_id), Some(handler_start)) = (request_quota, handler_start) {
                     let t = state.quotas.record(
                         QuotaKind::Request,
                         &who.principal.name,
@@ -513,7 +513,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, write_half);
     while let Some((reply, timer)) = rx.recv().await {
-        let dequeued = Instant::now();
+        let dequeued = crate::metrics::now();
         // Bytes counted by the reader when it queued them, or here once a delayed reply is
         // ready; given back once written.
         let chunks: Option<(Vec<Bytes>, bool)> = match reply {
@@ -535,7 +535,12 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             // would wait forever for this correlation id, so close the connection.
             break;
         };
-        let ready = Instant::now();
+        // A reply ready when queued waited for nothing: no second clock read.
+        let ready = if counted {
+            dequeued
+        } else {
+            crate::metrics::now()
+        };
         let n: usize = chunks.iter().map(Bytes::len).sum();
         if !counted {
             responses.add(n);
@@ -550,7 +555,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             return;
         }
         if let Some(timer) = timer {
-            timer.responded(dequeued, ready, Instant::now());
+            timer.responded(dequeued, ready, crate::metrics::now());
         }
     }
     let _ = out.flush().await;

@@ -11,6 +11,11 @@
 //! The counters are process-wide (one broker per process in production, as Kafka's own
 //! default metrics registry is per JVM); brokers embedded together in one test process share
 //! them. Scrape-time metrics read the given broker's state.
+//!
+//! The `uncounted` cargo feature compiles the hot-path counting out (requests, errors,
+//! latencies and their clock reads, bytes and records per topic, delayed operations): only
+//! for measuring what counting costs (`scripts/bench/metrics.py --uncounted`); such a
+//! build exports zeros for those series.
 
 use crate::state::BrokerState;
 use model::ErrorCode;
@@ -22,6 +27,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use telemetry::prometheus_client::registry::Unit;
 use telemetry::{Histogram, Scrape, NO_LABELS};
+
+/// False in a build with the `uncounted` feature: the hot path counts nothing.
+pub const COUNTING: bool = !cfg!(feature = "uncounted");
+
+/// The clock of request timing: `Instant::now()`, or in an `uncounted` build a fixed
+/// instant (no clock read).
+pub fn now() -> Instant {
+    if COUNTING {
+        Instant::now()
+    } else {
+        static FIXED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *FIXED.get_or_init(Instant::now)
+    }
+}
 
 const API_SLOTS: usize = 128;
 const VERSION_SLOTS: usize = 32;
@@ -57,12 +76,18 @@ pub struct TopicStats {
 
 impl TopicStats {
     pub fn produced(&self, bytes: usize, records: i64) {
+        if !COUNTING {
+            return;
+        }
         self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
         self.records_in
             .fetch_add(records.max(0) as u64, Ordering::Relaxed);
     }
 
     pub fn fetched(&self, bytes: usize, records: i64) {
+        if !COUNTING {
+            return;
+        }
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
         self.records_out
             .fetch_add(records.max(0) as u64, Ordering::Relaxed);
@@ -129,7 +154,9 @@ pub struct DelayedGuard(Delayed);
 
 impl Drop for DelayedGuard {
     fn drop(&mut self) {
-        METRICS.delayed[self.0 as usize].fetch_sub(1, Ordering::Relaxed);
+        if COUNTING {
+            METRICS.delayed[self.0 as usize].fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -179,17 +206,23 @@ fn api_slot(api: ApiKey) -> usize {
 impl BrokerMetrics {
     /// Counts a decoded request.
     pub fn request(&self, api: ApiKey, version: i16) {
+        if !COUNTING {
+            return;
+        }
         let v = version.clamp(0, VERSION_SLOTS as i16 - 1) as usize;
         self.requests[api_slot(api) * VERSION_SLOTS + v].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn observe(&self, api: ApiKey, phase: Phase, d: Duration) {
-        self.latency[api_slot(api)][phase as usize].observe(d);
+    pub fn observe_ns(&self, api: ApiKey, phase: Phase, ns: u64) {
+        if !COUNTING {
+            return;
+        }
+        self.latency[api_slot(api)][phase as usize].observe_ns(ns);
     }
 
     /// Counts one error code (other than NONE) in a response of `api`.
     pub fn error(&self, api: ApiKey, code: i16) {
-        if code == 0 {
+        if code == 0 || !COUNTING {
             return;
         }
         let c = (code + 1).clamp(0, CODE_SLOTS as i16 - 1) as usize;
@@ -198,7 +231,9 @@ impl BrokerMetrics {
 
     /// Counts `kind` as waiting until the guard is dropped.
     pub fn delayed(&self, kind: Delayed) -> DelayedGuard {
-        self.delayed[kind as usize].fetch_add(1, Ordering::Relaxed);
+        if COUNTING {
+            self.delayed[kind as usize].fetch_add(1, Ordering::Relaxed);
+        }
         DelayedGuard(kind)
     }
 
@@ -289,12 +324,19 @@ pub fn listener_name(config: &model::BrokerConfig) -> String {
         )
 }
 
-/// Times one request through its phases; see [`Phase`].
+/// Times one request through its phases; see [`Phase`]. Every later instant is taken as
+/// nanoseconds since `received` (one `Instant` difference each; a phase is then a plain
+/// subtraction); an `uncounted` build computes none.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestTimer {
     api: ApiKey,
     received: Instant,
-    handled: Instant,
+    /// Nanoseconds from `received` to the handler's return.
+    handled_ns: u64,
+}
+
+fn nanos_since(earlier: Instant, later: Instant) -> u64 {
+    u64::try_from(later.saturating_duration_since(earlier).as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl RequestTimer {
@@ -304,32 +346,45 @@ impl RequestTimer {
         RequestTimer {
             api,
             received,
-            handled: received,
+            handled_ns: 0,
         }
     }
 
     /// The handler's synchronous part returned.
     pub fn handled(&mut self) {
-        self.handled = Instant::now();
-        METRICS.observe(self.api, Phase::Local, self.handled - self.received);
+        if !COUNTING {
+            return;
+        }
+        self.handled_ns = nanos_since(self.received, now());
+        METRICS.observe_ns(self.api, Phase::Local, self.handled_ns);
     }
 
     /// No response is sent (acks=0): the request is done.
     pub fn done_without_response(&self) {
-        METRICS.observe(self.api, Phase::Total, self.handled - self.received);
+        METRICS.observe_ns(self.api, Phase::Total, self.handled_ns);
     }
 
-    /// The writer took the reply (`dequeued`), had it ready (`ready`), wrote it (`written`).
+    /// The writer took the reply (`dequeued`), had it ready (`ready`: the same instant when
+    /// the reply was ready when queued), wrote it (`written`).
     pub fn responded(&self, dequeued: Instant, ready: Instant, written: Instant) {
-        let m = &METRICS;
-        m.observe(
-            self.api,
+        if !COUNTING {
+            return;
+        }
+        let dequeued_ns = nanos_since(self.received, dequeued);
+        let ready_ns = if ready == dequeued {
+            dequeued_ns
+        } else {
+            nanos_since(self.received, ready)
+        };
+        let written_ns = nanos_since(self.received, written);
+        let phase = |p, ns: u64| METRICS.observe_ns(self.api, p, ns);
+        phase(
             Phase::ResponseQueue,
-            dequeued.saturating_duration_since(self.handled),
+            dequeued_ns.saturating_sub(self.handled_ns),
         );
-        m.observe(self.api, Phase::Remote, ready - dequeued);
-        m.observe(self.api, Phase::Send, written - ready);
-        m.observe(self.api, Phase::Total, written - self.received);
+        phase(Phase::Remote, ready_ns.saturating_sub(dequeued_ns));
+        phase(Phase::Send, written_ns.saturating_sub(ready_ns));
+        phase(Phase::Total, written_ns);
     }
 }
 
@@ -337,6 +392,9 @@ impl RequestTimer {
 /// from `AbstractResponse.errorCounts`: one per partition / topic / group / resource that
 /// carries one. APIs not walked here are counted by their top-level code only.
 pub fn count_errors(api: ApiKey, body: &ResponseKind) {
+    if !COUNTING {
+        return;
+    }
     let e = |c: i16| METRICS.error(api, c);
     match body {
         ResponseKind::Produce(r) => r
@@ -413,6 +471,9 @@ pub fn count_errors(api: ApiKey, body: &ResponseKind) {
 
 /// [`count_errors`] for a Fetch response (encoded by its own chunked path).
 pub fn count_fetch_errors(api: ApiKey, r: &protocol::messages::FetchResponse) {
+    if !COUNTING {
+        return;
+    }
     METRICS.error(api, r.error_code);
     r.responses
         .iter()
@@ -1003,4 +1064,45 @@ pub fn render(state: Option<Arc<BrokerState>>, format: telemetry::Format) -> Str
         tracing::error!("encoding /metrics failed");
         String::new()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each phase of a request lands in its latency bucket, computed from the instants the
+    /// connection took (an API no other test of this process sends: the counters are global).
+    #[test]
+    fn request_phases() {
+        let api = ApiKey::DescribeDelegationToken;
+        let phases = [
+            Phase::Total,
+            Phase::Local,
+            Phase::ResponseQueue,
+            Phase::Remote,
+            Phase::Send,
+        ];
+        let snap = || phases.map(|p| METRICS.latency[api_slot(api)][p as usize].snapshot());
+        let before = snap();
+        let ms = Duration::from_millis;
+        let r = Instant::now();
+        let mut t = RequestTimer::start(api, 3, r);
+        // The handler took 1 ms, the reply waited 1 ms in the queue, was ready when taken
+        // (the same instant twice) and took 2 ms to write.
+        t.handled_ns = 1_000_000;
+        t.responded(r + ms(2), r + ms(2), r + ms(4));
+        // A delayed reply: ready 3 ms after it was taken, written 1 ms later.
+        t.responded(r + ms(2), r + ms(5), r + ms(6));
+        let after = snap();
+        // Bucket indexes by upper bound: 0 <- 50 µs, 4 <- 1 ms, 5 <- 2.5 ms, 6 <- 5 ms, 7 <- 10 ms.
+        let expected: [&[usize]; 5] = [&[6, 7], &[], &[4, 4], &[0, 6], &[4, 5]];
+        for (i, p) in phases.iter().enumerate() {
+            let mut got = Vec::new();
+            for (b, (x, y)) in before[i].buckets.iter().zip(&after[i].buckets).enumerate() {
+                got.extend(std::iter::repeat_n(b, (y.1 - x.1) as usize));
+            }
+            assert_eq!(got, expected[i], "{p:?}");
+        }
+        assert_eq!(METRICS.requests_of(api, 3), 1);
+    }
 }

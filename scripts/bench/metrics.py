@@ -5,14 +5,18 @@ configurations; and the time and size of a /metrics scrape on a broker with many
 
 Usage: scripts/bench/metrics.py --before BIN --after BIN [--rounds 3] [--seconds 8]
                                 [--partitions 10000]
-       scripts/bench/metrics.py --binary BIN [--rounds 5] [--seconds 8] [--partitions 10000]
+       scripts/bench/metrics.py --binary BIN [--uncounted BIN] [--rounds 5] [--seconds 8]
+                                [--partitions 10000]
   BEFORE/AFTER are release `moldau` binaries (e.g. the commit before the metrics landed and the
   one after; build each with `cargo build --release -p moldau`). During AFTER's runs /metrics
   is scraped once a second, so the cost shown includes serving scrapes.
   --binary compares one release build with metrics served and scraped once a second, with
   `metrics.partition.series=false` (scraped too), and with `admin.listener=` (no admin
-  listener, nothing scraped; the counters are still kept: a build cannot turn them off).
-  The machine's load average is printed with every number.
+  listener, nothing scraped; the counters are still kept). --uncounted adds a fourth
+  configuration, the base of the ratios: a build of the same commit with the hot-path counting
+  compiled out (`cargo build --release -p moldau --features uncounted`), admin listener off.
+  The machine's load average is printed with every number. --rounds 0 measures only the
+  scrapes; --partitions must stay under the broker's cap (half the open-file limit).
 Standard library only; `moldau bench produce --json` drives the load.
 """
 
@@ -74,11 +78,11 @@ def bench_produce(binary: str, bootstrap: str, seconds: int, extra: list[str]) -
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def scrape(url: str) -> tuple[float, int]:
+def scrape(url: str) -> tuple[float, int, int]:
     t0 = time.perf_counter()
     with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
         body = r.read()
-    return time.perf_counter() - t0, len(body)
+    return time.perf_counter() - t0, len(body), body.count(b"\n")
 
 
 def loopback_ceiling_mb_s(total: int = 1 << 30) -> float:
@@ -148,11 +152,35 @@ def run_once(binary: str, settings: dict, scraped: bool, admin: bool, seconds: i
     return rps, cpu / max(records, 1) * 1e6, len(scrapes)
 
 
+def print_table(results: dict, names: list[str], base: str) -> None:
+    """Ratios against the base of the same round (adjacent runs, the same load on the machine):
+    median and range over the rounds; and the ratio of the medians."""
+    print(f"\nbase: {base}; per config: records/s median; throughput / base: median of the "
+          f"rounds' ratios (min-max) [ratio of the medians]; broker CPU-s per M records median; "
+          f"1-min load average median (min-max) over its runs")
+    print("\n| load | config | records/s | / base, per round | broker CPU-s per M records | load |")
+    print("|---|---|---|---|---|---|")
+    for load_name in LOADS:
+        b = results[(load_name, base)]
+        for n in names:
+            xs = results[(load_name, n)]
+            ratios = [x[0] / y[0] * 100 for x, y in zip(xs, b) if y[0] > 0]
+            med = statistics.median(x[0] for x in xs)
+            rel = "base" if n == base else (
+                f"{statistics.median(ratios):.1f}% ({min(ratios):.0f}-{max(ratios):.0f}%) "
+                f"[{med / statistics.median(y[0] for y in b) * 100:.1f}%]")
+            loads = [x[2] for x in xs]
+            print(f"| {load_name} | {n} | {med:,.0f} | {rel} | "
+                  f"{statistics.median(x[1] for x in xs):.3f} | "
+                  f"{statistics.median(loads):.1f} ({min(loads):.1f}-{max(loads):.1f}) |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before")
     ap.add_argument("--after")
     ap.add_argument("--binary")
+    ap.add_argument("--uncounted")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=10000)
@@ -160,6 +188,8 @@ def main() -> None:
     if args.binary:
         variants = {name: (args.binary, settings, scraped, settings.get("admin.listener") != "")
                     for name, (settings, scraped) in CONFIGS.items()}
+        if args.uncounted:
+            variants["counting compiled out"] = (args.uncounted, {"admin.listener": ""}, False, False)
         args.after = args.binary
     elif args.before and args.after:
         # BEFORE has no admin listener at all (it predates it).
@@ -174,21 +204,13 @@ def main() -> None:
         for name, (binary, settings, scraped, admin) in variants.items():
             for load_name, extra in LOADS.items():
                 rps, cpu, n = run_once(binary, settings, scraped, admin, args.seconds, extra)
-                results.setdefault((load_name, name), []).append((rps, cpu))
+                results.setdefault((load_name, name), []).append((rps, cpu, os.getloadavg()[0]))
                 print(f"round {r + 1} [{load()}] {name}: {load_name}: {rps:,.0f} records/s, broker "
                       f"{cpu:.2f} CPU-s per million records" + (f", {n} scrapes" if n else ""), flush=True)
     names = list(variants)
     base = names[-1] if args.binary else names[0]
-    print(f"\n| load | " + " | ".join(f"{n}: records/s (median)" for n in names)
-          + " | " + " | ".join(f"{n} / {base}" for n in names if n != base)
-          + " | broker CPU-s per M records (" + " / ".join(names) + ") |")
-    print("|---" * (2 + 2 * len(names) - 1) + "|")
-    for load_name in LOADS:
-        med = {n: statistics.median(x[0] for x in results[(load_name, n)]) for n in names}
-        cpu = {n: statistics.median(x[1] for x in results[(load_name, n)]) for n in names}
-        print(f"| {load_name} | " + " | ".join(f"{med[n]:,.0f}" for n in names) + " | "
-              + " | ".join(f"{med[n] / med[base] * 100:.1f}%" for n in names if n != base) + " | "
-              + " / ".join(f"{cpu[n]:.2f}" for n in names) + " |")
+    if names and args.rounds > 0:
+        print_table(results, names, base)
 
     # Scrape time and size with many partitions (--partitions 0 skips it).
     for series in ("true", "false") if args.partitions > 0 else ():
@@ -203,13 +225,15 @@ def main() -> None:
                 body = urllib.request.urlopen(server.admin + "/metrics", timeout=60).read().decode()
                 m = re.search(r"^moldau_partitions (\d+)", body, re.M)
                 hosted = int(m.group(1)) if m else 0
+                if hosted < args.partitions:
+                    time.sleep(0.5)  # poll interval while the logs open
             times = []
-            size = 0
+            size = lines = 0
             for _ in range(5):
-                t, size = scrape(server.admin)
+                t, size, lines = scrape(server.admin)
                 times.append(t)
             print(f"\n/metrics with {hosted} partitions, metrics.partition.series={series} [{load()}]: "
-                  f"{size / 1e6:.2f} MB, scrape time median {statistics.median(times) * 1000:.0f} ms "
+                  f"{size / 1e6:.2f} MB, {lines:,} lines, scrape time median {statistics.median(times) * 1000:.0f} ms "
                   f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})")
         finally:
             server.stop()

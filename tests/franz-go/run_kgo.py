@@ -64,11 +64,10 @@ KNOWN_FAILURES: dict[str, str] = {}
 # sometimes passes would turn the stage red at random). Each is an open issue.
 NOT_RUN_ON_MOLDAU: dict[str, str] = {
     "TestTxnEtl": "its KIP-848 subtests (range/848, sticky/848, sticky/848/static) fail every run "
-                  "since transaction version 2: a transactional produce of a new transaction whose "
-                  "add the coordinator parks behind the previous transaction's markers ends fenced "
-                  "when the client aborts meanwhile (franz-go then fails the producer id: "
-                  "PRODUCER_FENCED); Kafka answers such adds CONCURRENT_TRANSACTIONS after at most "
-                  "add.partitions.to.txn.retry.backoff.max.ms and the client retries (issue 11)",
+                  "since transaction version 2: a member that loses partitions aborts while the first "
+                  "produce of its new transaction is in flight; the abort (an empty version-2 abort "
+                  "bumps the epoch) is handled before that produce's add, which is then fenced, and "
+                  "franz-go fails its producer id; Kafka 4.4 passes the test (issue 11)",
 }
 
 # api key -> (what needs it, tests that need it)

@@ -408,6 +408,50 @@ def fetch_all_batches(address, topic: str, partition: int = 0) -> list[BatchHead
     raise ProtocolError("too many fetch rounds")
 
 
+def metadata_v4(sock, topics: list[str], allow_auto_topic_creation: bool, client_id: str,
+                correlation_id: int = 31) -> tuple[int, dict[str, int]]:
+    """Metadata v4 for `topics` as `client_id`: (throttle_time_ms, {topic: error_code})."""
+    body = i32(len(topics)) + b"".join(string(t) for t in topics) + i8(1 if allow_auto_topic_creation else 0)
+    sock.sendall(request(3, 4, correlation_id, body, client_id=client_id))
+    r = Reader(recv_frame(sock))
+    if r.i32() != correlation_id:
+        raise ProtocolError("wrong correlation id")
+    throttle = r.i32()
+    for _ in range(r.array_len()):
+        r.i32(), r.string(), r.i32(), r.string()
+    r.string()
+    r.i32()
+    errors = {}
+    for _ in range(r.array_len()):
+        code, name = r.i16(), r.string()
+        r.i8()
+        for _ in range(r.array_len()):
+            r.i16(), r.i32(), r.i32()
+            for _ in range(2):
+                for _ in range(r.array_len()):
+                    r.i32()
+        errors[name] = code
+    return throttle, errors
+
+
+def incremental_alter_broker_configs_v0(sock, broker: str, configs: dict[str, str | None],
+                                        correlation_id: int = 41) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v0 of one BROKER resource (`broker` "" is the cluster-wide
+    default, which neither Python admin client can name): SET each key, DELETE where the
+    value is None. Returns (error_code, error_message)."""
+    entries = b"".join(string(k) + i8(0 if v is not None else 1) + string(v) for k, v in configs.items())
+    body = i32(1) + i8(4) + string(broker) + i32(len(configs)) + entries + i8(0)
+    sock.sendall(request(44, 0, correlation_id, body))
+    r = Reader(recv_frame(sock))
+    if r.i32() != correlation_id:
+        raise ProtocolError("wrong correlation id")
+    r.i32()
+    if r.array_len() != 1:
+        raise ProtocolError("expected one resource")
+    code, message = r.i16(), r.string()
+    return code, message
+
+
 def assert_serving(server) -> None:
     """The broker process is alive and a brand-new connection gets a good ApiVersions answer."""
     assert server.alive(), f"moldau process died\n{server.log_tail()}"

@@ -4,7 +4,9 @@ the broker keeps serving the others), static and changed at runtime with Increme
 on the broker (confluent-kafka's admin, as `kafka-configs --entity-type brokers`),
 `max.connection.creation.rate` (the broker pauses accepting), and a listener's own
 `listener.name.<listener>.max.connections` (KIP-402: that listener waits for a slot, the broker's
-other listeners serve). Connections come from different loopback addresses (127.0.0.1,
+other listeners serve) and `listener.name.<listener>.max.connection.creation.rate` (KIP-612:
+that listener's acceptor pauses; the inter-broker listener is out of the broker-wide rate, as
+Kafka's protected listener). Connections come from different loopback addresses (127.0.0.1,
 127.0.0.2) to show the limits are per address.
 """
 
@@ -148,6 +150,63 @@ def test_connection_creation_rate_pauses_accepting(brokers):
         s.close()
 
 
+INVALID_REQUEST = 42
+
+
+def zero_rate_refusal(key: str) -> str:
+    """Kafka's message for a dynamic change that leaves a listener a connection limit of 0
+    (its ConfigException("Invalid dynamic configuration", e) takes the name/value constructor)."""
+    return ("Invalid value org.apache.kafka.common.config.ConfigException: "
+            f"Invalid {key} 0 for configuration Invalid dynamic configuration")
+
+
+def check_a_static_zero_creation_rate(address: tuple[str, int], broker: str) -> None:
+    """A broker started with `max.connection.creation.rate=0` on its one client listener, as
+    Kafka's ConnectionQuotas: a quota of 0 is violated by every connection, whose throttle (an
+    infinite one) is capped at one quota window (1 s): each connection, the first too, is
+    served after a second. At runtime a 0 is refused while a listener would take it: set for
+    the broker, or as the cluster default the broker's own value does not override."""
+    start = time.monotonic()
+    socks = []
+    for _ in range(4):
+        s = socket.create_connection(address, timeout=30)
+        socks.append(s)
+        assert served(s)
+    elapsed = time.monotonic() - start
+    assert 3.5 <= elapsed < 30, elapsed
+    for s in socks[1:]:
+        s.close()
+    s = socks[0]
+    # Raised at runtime: connections come at once again.
+    # Success: a null error message, as Kafka's ApiError.NONE.
+    assert kwire.incremental_alter_broker_configs_v0(
+        s, broker, {"max.connection.creation.rate": "1000"}) == (0, None)
+    start = time.monotonic()
+    fast = [socket.create_connection(address, timeout=30) for _ in range(4)]
+    assert all(served(f) for f in fast)
+    assert time.monotonic() - start < 2.0
+    for f in fast:
+        f.close()
+    for key in ("max.connection.creation.rate", "max.connections"):
+        assert kwire.incremental_alter_broker_configs_v0(s, broker, {key: "0"}) == (
+            INVALID_REQUEST, zero_rate_refusal(key)), key
+    # The cluster default's 0 is accepted while the broker's own 1000 overrides it for every
+    # listener; the broker's own value can then not be deleted.
+    assert kwire.incremental_alter_broker_configs_v0(
+        s, "", {"max.connection.creation.rate": "0"}) == (0, None)
+    assert kwire.incremental_alter_broker_configs_v0(
+        s, broker, {"max.connection.creation.rate": None}) == (
+            INVALID_REQUEST, zero_rate_refusal("max.connection.creation.rate"))
+    assert kwire.incremental_alter_broker_configs_v0(
+        s, "", {"max.connection.creation.rate": None}) == (0, None)
+    s.close()
+
+
+def test_a_static_zero_creation_rate_throttles_every_connection(brokers):
+    server = brokers.start("zero-rate", **{"max.connection.creation.rate": 0})
+    check_a_static_zero_creation_rate(server.address, "1")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -227,4 +286,137 @@ def test_a_listeners_own_max_connections(brokers):
     third.close()
     assert answered(fifth)
     for s in (fourth, fifth):
+        s.close()
+
+
+def test_ip_connection_creation_rate_closes_connections_after_a_delay(brokers):
+    """The `connection_creation_rate` quota of an `ip` entity (KIP-612), as Kafka's
+    ConnectionQuotas: a connection from that address over its rate is not served and is
+    closed once its throttle time (at most one quota window) has passed; other addresses are
+    not limited."""
+    from test_quotas import alter
+
+    server = brokers.start("ip-creation-rate", **{"quota.window.num": 3})
+    b = server.bootstrap
+    assert alter(b, [([("ip", "127.0.0.1")], [("connection_creation_rate", 2.0, False)])]) == [(0, None)]
+    # 2/s measured over at least 2 s at first: 4 new connections at once are within it. (The
+    # harness's startup probe and the alter's connection came earlier.)
+    results = []
+    for _ in range(8):
+        s = connect(server)
+        t = time.monotonic()
+        ok = served(s)
+        results.append((ok, time.monotonic() - t))
+        s.close()
+    print("ip connection_creation_rate results", results)
+    refused = [elapsed for ok, elapsed in results if not ok]
+    assert refused and len(refused) < len(results), results
+    # Closed after a delay (Kafka's delayed close), not at once; never longer than a window.
+    assert all(0.1 <= elapsed <= 2.0 for elapsed in refused), results
+    # Another address has no quota.
+    others = [connect(server, "127.0.0.2") for _ in range(8)]
+    assert all(served(s) for s in others)
+    for s in others:
+        s.close()
+    # Once the rate is back under the quota, the address is served again.
+    def served_again():
+        with connect(server) as s:
+            return served(s)
+    wait_for("127.0.0.1 served again", served_again)
+
+
+def connect_to(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def throttled_s(server) -> dict:
+    return accept_metrics(server, "moldau_connection_accept_throttle_time_seconds_total")
+
+
+def test_a_listeners_own_connection_creation_rate(brokers):
+    """`listener.name.plaintext.max.connection.creation.rate=2` (KIP-612): that listener's
+    acceptor pauses once its connections come faster, the ADMIN listener of the same broker is
+    not throttled; changed at runtime per broker and cluster-wide with IncrementalAlterConfigs
+    (confluent-kafka's admin, as `kafka-configs --entity-type brokers`); a producer on the
+    throttled listener is served."""
+    admin_port = free_port()
+    server = brokers.start("listener-rate", **{
+        "listeners": f"PLAINTEXT://127.0.0.1:0,ADMIN://127.0.0.1:{admin_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ADMIN:PLAINTEXT",
+        "listener.name.plaintext.max.connection.creation.rate": 2,
+        "quota.window.num": 3})
+    # 2/s over 3 one-second samples: 12 new connections cannot all be accepted within 2 s.
+    start = time.monotonic()
+    socks = [connect(server) for _ in range(12)]
+    assert all(served(s) for s in socks)
+    assert time.monotonic() - start >= 2.0
+    others = [connect_to(admin_port) for _ in range(12)]
+    assert all(served(s) for s in others)
+    throttled = throttled_s(server)
+    assert throttled.get("PLAINTEXT", 0) > 0 and throttled.get("ADMIN") == 0, throttled
+    for s in socks + others:
+        s.close()
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{admin_port}"})
+
+    def alter(resource: str, key: str, value: str):
+        r = ConfigResource(ResourceType.BROKER, resource, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([r])[r].result(timeout=30)
+
+    r = ConfigResource(ResourceType.BROKER, "1")
+    described = admin.describe_configs([r])[r].result(timeout=30)
+    entry = described["listener.name.plaintext.max.connection.creation.rate"]
+    assert (entry.value, entry.is_read_only) == ("2", False), entry
+    # Per broker at runtime: now ADMIN has a rate of its own and pauses too.
+    alter("1", "listener.name.admin.max.connection.creation.rate", "2")
+    start = time.monotonic()
+    socks = [connect_to(admin_port) for _ in range(12)]
+    assert all(served(s) for s in socks)
+    assert time.monotonic() - start >= 2.0
+    assert throttled_s(server).get("ADMIN", 0) > 0
+    for s in socks:
+        s.close()
+    # Kafka refuses a listener's own rate of 0 or less at runtime (and a non-number).
+    for bad in ("0", "-1", "fast"):
+        with pytest.raises(Exception):
+            alter("1", "listener.name.admin.max.connection.creation.rate", bad)
+    # Cluster-wide (raw IncrementalAlterConfigs: neither Python admin client can name the
+    # default resource ""): PLAINTEXT raised to 1000/s, its acceptor no longer pauses.
+    with kwire.connect(("127.0.0.1", admin_port), timeout=30) as s:
+        assert kwire.incremental_alter_broker_configs_v0(
+            s, "", {"listener.name.plaintext.max.connection.creation.rate": "1000"})[0] == 0
+    before = throttled_s(server).get("PLAINTEXT")
+    socks = [connect(server) for _ in range(12)]
+    assert all(served(s) for s in socks)
+    assert throttled_s(server).get("PLAINTEXT") == before
+    for s in socks:
+        s.close()
+    # A real client on the listener with its own rate is served.
+    clients.confluent_produce(server.bootstrap, "listener-rate", [{"value": b"v"}])
+
+
+def test_the_inter_broker_listener_is_out_of_the_broker_wide_creation_rate(brokers):
+    """As Kafka's protected listener: with `max.connection.creation.rate=2` and two listeners,
+    client connections on PLAINTEXT use up the broker-wide rate, yet the inter-broker listener
+    INTERNAL accepts at once (its own rate, the broker-wide value, counts only its own
+    connections), and its connections do not count against the clients' rate."""
+    internal_port = free_port()
+    server = brokers.start("protected-listener", **{
+        "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connection.creation.rate": 2,
+        "quota.window.num": 3})
+    socks = [connect(server) for _ in range(12)]
+    assert all(served(s) for s in socks)
+    assert throttled_s(server).get("PLAINTEXT", 0) > 0
+    internal = [connect_to(internal_port) for _ in range(3)]
+    assert all(served(s) for s in internal)
+    assert throttled_s(server).get("INTERNAL") == 0, throttled_s(server)
+    clients.confluent_produce(f"127.0.0.1:{internal_port}", "protected", [{"value": b"v"}])
+    for s in socks + internal:
         s.close()

@@ -87,7 +87,10 @@ def test_metrics_follow_a_real_workload(brokers, topic):
     server = brokers.start(**{"group.initial.rebalance.delay.ms": 0})
     base = server.admin_url()
     admin = clients.confluent_admin(server.bootstrap)
-    fs = admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})],
+    # min.insync.replicas above the single replica: Kafka caps it at the replica count, so
+    # acks=all is accepted and the partitions are not under min ISR.
+    fs = admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime",
+                                                                     "min.insync.replicas": "2"})],
                              operation_timeout=15)
     fs[topic].result(timeout=20)
 
@@ -119,6 +122,7 @@ def test_metrics_follow_a_real_workload(brokers, topic):
     assert m.get("moldau_log_fsync_failures_total") == 0
     assert m.get("moldau_partitions_leader") >= PARTITIONS
     assert m.get("moldau_partitions_offline") == 0
+    assert m.get("moldau_partitions_under_min_isr") == 0
     assert m.get("process_resident_memory_bytes") > 0
 
     # A kafka-python group consumes everything, then commits all but the last 2 records of

@@ -9,6 +9,8 @@ per broker, never a cluster-wide default, is checked in crates/controller/tests/
 neither Python client can name the default resource.) With real clients against a real
 `moldau server`: confluent-kafka (admin, producer), kafka-python (a producer connected before
 the reload), and Python's ssl module to see which certificate a new connection is served.
+As Kafka's SslFactory, a new certificate must keep the subject and SubjectAltNames of the
+current one unless `ssl.allow.dn.changes` / `ssl.allow.san.changes` say otherwise.
 """
 
 from __future__ import annotations
@@ -38,11 +40,19 @@ def certs(tmp_path_factory):
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca",
             "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    for name in ("server", "second", "third"):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+    # Three with the same identity (subject and SubjectAltNames), and, for Kafka's
+    # compatibility rule, one with another subject, one without an alt name, one with one more.
+    variants = {"server": ("/CN=127.0.0.1", ext), "second": ("/CN=127.0.0.1", ext),
+                "third": ("/CN=127.0.0.1", ext), "other-dn": ("/O=Moldau/CN=other", ext)}
+    for name, sans in (("fewer-san", "IP:127.0.0.1"), ("more-san", "IP:127.0.0.1,DNS:localhost,DNS:extra")):
+        e = d / f"{name}.ext"
+        e.write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
+        variants[name] = ("/CN=127.0.0.1", e)
+    for name, (subject, extfile) in variants.items():
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
                 "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", str(ext), cwd=d)
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", str(extfile), cwd=d)
         (d / f"{name}-keystore.pem").write_text((d / f"{name}.pem").read_text() + (d / f"{name}.key").read_text())
     return d
 
@@ -134,6 +144,60 @@ def test_keystore_reload_through_incremental_alter_configs(brokers, certs, topic
     server.start()
     assert served_certificate(server.address, certs / "ca.pem") == der(certs / "second.pem")
     wait_tls_metadata(server.bootstrap, client)
+
+
+def refused(admin: AdminClient, path) -> str:
+    """Sets the keystore and expects Kafka's refusal (INVALID_REQUEST): its message."""
+    with pytest.raises(KafkaException) as e:
+        set_broker_configs(admin, "1", {KEY: str(path)})
+    assert e.value.args[0].code() == 42, e.value  # INVALID_REQUEST, as Kafka's ConfigAdminManager
+    return e.value.args[0].str()
+
+
+def test_a_new_keystore_keeps_the_certificates_subject_and_alt_names(brokers, certs, topic, tmp_path):
+    """Kafka's SslFactory (CertificateEntries.ensureCompatible): a keystore whose certificate
+    has another subject, or lacks one of the current SubjectAltNames, is refused with
+    INVALID_REQUEST and Kafka's message, and the listener keeps its certificate, whether the
+    path is new or the same file changed; more alt names are fine. `ssl.allow.dn.changes` /
+    `ssl.allow.san.changes` (here per listener) allow both."""
+    live = tmp_path / "keystore.pem"
+    live.write_text((certs / "server-keystore.pem").read_text())
+    server = start_tls_broker(brokers, certs, **tls_settings(certs, **{"ssl.keystore.location": str(live)}))
+    client = rdkafka_tls(certs, client=None)
+    wait_tls_metadata(server.bootstrap, client)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, **client})
+    ca = certs / "ca.pem"
+
+    message = refused(admin, certs / "other-dn-keystore.pem")
+    assert message == ("Validation of dynamic config update of SSLFactory failed: "
+                       "org.apache.kafka.common.config.ConfigException: Keystore DistinguishedName does not match: "
+                       " existing={alias=kafka, DN=CN=127.0.0.1}, new={alias=kafka, DN=CN=other, O=Moldau}"), message
+    message = refused(admin, certs / "fewer-san-keystore.pem")
+    assert "ConfigException: Keystore SubjectAltNames do not match:  existing={alias=kafka, SAN=[" in message, message
+    assert "new={alias=kafka, SAN=[[7, 127.0.0.1]]}" in message, message
+    # kafka-python's legacy AlterConfigs is refused the same way.
+    legacy = kafka_python_alter(server.bootstrap, "1", {KEY: str(certs / "other-dn-keystore.pem")},
+                                incremental=False, **kp_tls(certs, client=None))
+    assert "InvalidRequestError" in legacy, legacy
+    # The same file renewed in place with another subject: refused too.
+    live.write_text((certs / "other-dn-keystore.pem").read_text())
+    assert "Keystore DistinguishedName does not match" in refused(admin, live)
+    assert served_certificate(server.address, ca) == der(certs / "server.pem")
+    # One alt name more: accepted, served to the next connection.
+    set_broker_configs(admin, "1", {KEY: str(certs / "more-san-keystore.pem")})
+    assert served_certificate(server.address, ca) == der(certs / "more-san.pem")
+    produce_one(server.bootstrap, client, topic)
+
+    # With both changes allowed on the listener, both certificates are taken.
+    allowing = start_tls_broker(brokers, certs, **tls_settings(certs, **{
+        "listener.name.ssl.ssl.allow.dn.changes": "true", "ssl.allow.san.changes": "true"}))
+    wait_tls_metadata(allowing.bootstrap, client)
+    admin = AdminClient({"bootstrap.servers": allowing.bootstrap, **client})
+    set_broker_configs(admin, "1", {KEY: str(certs / "fewer-san-keystore.pem")})
+    assert served_certificate(allowing.address, ca) == der(certs / "fewer-san.pem")
+    set_broker_configs(admin, "1", {KEY: str(certs / "other-dn-keystore.pem")})
+    assert served_certificate(allowing.address, ca) == der(certs / "other-dn.pem")
+    produce_one(allowing.bootstrap, client, topic)
 
 
 def test_tls_keys_of_a_listener_without_tls_stop_the_start(moldau_bin, tmp_path, certs):

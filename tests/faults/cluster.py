@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -230,18 +231,67 @@ class Node:
         try:
             code = self.proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            stacks = self.dump_stacks()
             self.kill9()
-            raise HarnessError(f"node {self.id} did not exit {STOP_TIMEOUT_S}s after SIGTERM\n{self.log_tail()}")
+            raise HarnessError(f"node {self.id} did not exit {STOP_TIMEOUT_S}s after SIGTERM (thread stacks: "
+                               f"{stacks})\n{self.log_tail()}")
         self._closed()
         if code != 0:
             raise HarnessError(f"node {self.id} exited {code} after SIGTERM\n{self.log_tail()}")
         return code
 
+    def dump_stacks(self) -> str:
+        """Every thread's stack of the running process, with gdb, into node-<id>.stacks.txt
+        beside its log (a node that hangs on SIGTERM is gone once killed); that path, or why
+        there is none."""
+        gdb = shutil.which("gdb")
+        if gdb is None or self.proc is None:
+            return "none (no gdb)"
+        out = self.cluster.base / f"node-{self.id}.stacks.txt"
+        try:
+            with open(out, "wb") as f:
+                subprocess.run([gdb, "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                               stdout=f, stderr=subprocess.STDOUT, timeout=120, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"none ({e})"
+        return str(out)
+
     def pause(self) -> None:
-        """SIGSTOP: the process is frozen (a zombie: its sockets stay open, it answers nothing)."""
+        """SIGSTOP: the process is frozen (a zombie: its sockets stay open, it answers nothing).
+        Returns once every thread is stopped: kill() only queues the signal, and the other
+        threads are told to stop only when the thread that takes it runs, so under CPU
+        contention the node kept serving for up to 120 ms after kill() returned (measured at
+        load 15): long enough for a "frozen" follower to fetch the next records."""
         assert self.alive()
         self.proc.send_signal(signal.SIGSTOP)
         self.paused = True
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not self._stopped():
+            if not self.alive():
+                raise HarnessError(f"node {self.id} exited while being stopped\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise HarnessError(f"node {self.id} not stopped {STOP_TIMEOUT_S}s after SIGSTOP")
+            time.sleep(0.001)
+
+    def _stopped(self) -> bool:
+        """Every thread of the process in the stopped state (Linux: /proc/PID/task/*/stat)."""
+        states = self.thread_states()
+        return bool(states) and all(s in "Tt" for s in states)
+
+    def thread_states(self) -> list[str]:
+        """The scheduler state letter of each thread of the process (empty once it is gone)."""
+        states = []
+        try:
+            tasks = list(Path(f"/proc/{self.proc.pid}/task").iterdir())
+        except OSError:
+            return states
+        for task in tasks:
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue  # a thread that ended meanwhile
+            states.append(stat[stat.rindex(")") + 2])
+        return states
 
     def resume(self) -> None:
         assert self.proc is not None

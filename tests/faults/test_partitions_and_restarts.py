@@ -23,15 +23,11 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from checker import check, create_topic, read_back, wait_for
-from test_replication import CLUSTER_SETTINGS, PARTITIONS, finish, isrs, leaders, loaded_cluster, workload
+from test_replication import (CLUSTER_SETTINGS, PARTITIONS, bootstrap_except, finish, isrs, leaders,
+                              loaded_cluster, workload)
 
 HEAVY = os.environ.get("FAULTS_HEAVY") == "1"
 heavy = pytest.mark.skipif(not HEAVY, reason="longer variant: FAULTS_HEAVY=1")
-
-
-def majority_bootstrap(cluster, victim: int) -> str:
-    """The addresses of every node but `victim`: what the majority side says."""
-    return ",".join(n.address for n in cluster.nodes if n.id != victim)
 
 
 @pytest.mark.parametrize("client", ["confluent", pytest.param("moldau", marks=heavy)])
@@ -47,7 +43,7 @@ def test_leader_minority_partition(clusters, topic, rng, rounds, client):
     for r in range(2 * rounds):
         time.sleep(rng.uniform(0.2, 1.5))
         victim = leaders(cluster.bootstrap, topic)[0]
-        majority = majority_bootstrap(cluster, victim)
+        majority = bootstrap_except(cluster, victim)
         mode = rng.choice(["drop", "blackhole"])
         # The first round cuts the clients too, the second leaves them (so one CI run sees
         # both cases); later ones draw.

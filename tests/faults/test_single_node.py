@@ -11,6 +11,7 @@ import time
 import pytest
 
 from checker import CheckFailed, Workload, check, create_topic, read_back
+from cluster import api_versions_ok
 
 PARTITIONS = 3
 
@@ -60,6 +61,20 @@ def test_sigstop_zombie(clusters, topic, rng, rounds):
         cluster.resume(1)
         w.wait_acks(50, 90, "after SIGCONT")
     finish(cluster, w, topic)
+
+
+def test_pause_returns_once_every_thread_is_stopped(clusters):
+    """The harness's SIGSTOP is a freeze when `pause()` returns: every thread of the node is
+    stopped (kill() alone returns before the signal reaches them all, and a loaded machine let
+    a paused follower fetch for ~100 ms more), and SIGCONT lets it serve again."""
+    cluster = clusters(1)
+    node = cluster.node(1)
+    for _ in range(20):
+        cluster.pause(1)
+        states = node.thread_states()
+        assert states and all(s in "Tt" for s in states), states
+        cluster.resume(1)
+    assert api_versions_ok(node.port)
 
 
 def test_sigterm_restarts(clusters, topic, rng, rounds):

@@ -62,13 +62,7 @@ KNOWN_FAILURES: dict[str, str] = {}
 # Tests not run against Moldau, each with its reason (also in COMPATIBILITY.md): a broken
 # behaviour found, not yet fixed, whose test fails every run (a known failure that
 # sometimes passes would turn the stage red at random). Each is an open issue.
-NOT_RUN_ON_MOLDAU: dict[str, str] = {
-    "TestTxnEtl": "its KIP-848 subtests (range/848, sticky/848, sticky/848/static) fail every run "
-                  "since transaction version 2: a member that loses partitions aborts while the first "
-                  "produce of its new transaction is in flight; the abort (an empty version-2 abort "
-                  "bumps the epoch) is handled before that produce's add, which is then fenced, and "
-                  "franz-go fails its producer id; Kafka 4.4 passes the test (issue 11)",
-}
+NOT_RUN_ON_MOLDAU: dict[str, str] = {}
 
 # api key -> (what needs it, tests that need it)
 FEATURE_GATES = {

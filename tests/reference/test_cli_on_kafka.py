@@ -1,4 +1,4 @@
-"""`moldau acl`, `moldau user` and `moldau quota` against Apache Kafka 4.4 with its StandardAuthorizer: the proof
+"""`moldau acl`, `moldau user`, `moldau quota` and `moldau topic reassign` against Apache Kafka 4.4 with its StandardAuthorizer: the proof
 that the CLI is usable on a Kafka cluster. Kafka runs from the reference kit with an extra
 SASL_PLAINTEXT listener (`--listener SASL:SASL_PLAINTEXT`: PLAIN admin/alice, SCRAM-SHA-256/512),
 `super.users=User:admin` (and User:ANONYMOUS for the kit's PLAINTEXT listener, which carries
@@ -189,3 +189,54 @@ def test_moldau_quota_manages_kafka_client_quotas(secured_kafka, moldau_bin, adm
                           "producer_byte_rate=10.5", "-b", secured_kafka.sasl, "--command-config",
                           str(admin_config)], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "INVALID_REQUEST" in bad.stderr and "cannot be a fractional value" in bad.stderr, bad.stderr
+
+
+def test_moldau_topic_reassign_on_kafka(secured_kafka, moldau_bin, admin_config, tmp_path):
+    """`moldau topic reassign` on Kafka (one node, so the plan keeps the partition where it
+    is): --generate's plan is Kafka's JSON, --execute --throttle sets the KIP-73 configs Kafka's
+    own tool sets (read back with confluent-kafka's DescribeConfigs), --verify reports it
+    complete and removes them, --list finds nothing, an unknown broker is refused."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": secured_kafka.bootstrap})
+    broker = str(next(iter(admin.list_topics(timeout=20).brokers)))
+    topic = f"cli-kafka-{uuid.uuid4().hex[:6]}"
+    cli(moldau_bin, secured_kafka, admin_config, "topic", "create", topic, "--partitions", "2")
+
+    def set_configs(kind, name):
+        entries = list(admin.describe_configs([ConfigResource(kind, name)]).values())[0].result(30)
+        return {k: e.value for k, e in entries.items() if not e.is_default}
+
+    out = cli(moldau_bin, secured_kafka, admin_config, "topic", "reassign", "--generate",
+              "--topics", topic, "--broker-list", broker).stdout.splitlines()
+    proposed = json.loads(out[4])
+    assert proposed == {"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": [int(broker)], "log_dirs": ["any"]} for p in (0, 1)]}, out
+    plan = tmp_path / "plan.json"
+    plan.write_text(out[4])
+    res = cli(moldau_bin, secured_kafka, admin_config, "topic", "reassign", "--execute",
+              "--reassignment-json-file", str(plan), "--throttle", "1000000").stdout
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in res, res
+    eventually(lambda: set_configs(ResourceType.BROKER, broker).get("leader.replication.throttled.rate") == "1000000"
+               and set_configs(ResourceType.BROKER, broker).get("follower.replication.throttled.rate") == "1000000",
+               "Kafka shows the broker throttles")
+    eventually(lambda: set_configs(ResourceType.TOPIC, topic).get("leader.replication.throttled.replicas")
+               == f"0:{broker},1:{broker}", "Kafka shows the topic's throttled replicas")
+
+    def verified():
+        out = cli(moldau_bin, secured_kafka, admin_config, "topic", "reassign", "--verify",
+                  "--reassignment-json-file", str(plan)).stdout
+        return "Clearing broker-level throttles" in out and f"Reassignment of partition {topic}-1 is completed." in out
+    eventually(verified, "--verify reports it complete and clears the throttles")
+    eventually(lambda: not any("replication.throttled" in k for k in set_configs(ResourceType.BROKER, broker))
+               and not any("replication.throttled" in k for k in set_configs(ResourceType.TOPIC, topic)),
+               "Kafka no longer shows any throttle")
+    listed = cli(moldau_bin, secured_kafka, admin_config, "topic", "reassign", "--list").stdout
+    assert listed.strip() == "No partition reassignments found.", listed
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [int(broker), 99]}]}))
+    r = subprocess.run([str(moldau_bin), "topic", "reassign", "--execute", "--reassignment-json-file", str(bad),
+                        "-b", secured_kafka.sasl, "--command-config", str(admin_config)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Unknown broker id(s) 99" in r.stderr, r.stderr

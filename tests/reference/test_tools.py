@@ -743,14 +743,15 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 def test_kafka_reassign_partitions_on_three_nodes(kit_libs, moldau_bin, tmp_path):
     """AlterPartitionReassignments / ListPartitionReassignments (APIs 45/46, KIP-455) on three
-    `moldau server` processes, with Kafka's own kafka-reassign-partitions (--execute, --verify,
-    --list, --cancel) and kafka-python's admin client. Partition 0 moves off its leader (node 1
+    `moldau server` processes, with Kafka's own kafka-reassign-partitions (--execute with
+    --throttle, whose KIP-73 configs it sets and --verify removes, --verify, --list, --cancel)
+    and kafka-python's admin client. Partition 0 moves off its leader (node 1
     → [3, 2]: node 3 copies the log, then leads); partition 1 grows to three replicas; the
     records written before are all read back afterwards. A reassignment to a stopped broker stays
     in progress (listed by both clients) until it is cancelled. Kafka's errors:
     UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS."""
     from confluent_kafka import Consumer, Producer, TopicPartition as CTP
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
 
@@ -781,16 +782,38 @@ def test_kafka_reassign_partitions_on_three_nodes(kit_libs, moldau_bin, tmp_path
             {"topic": topic, "partition": 0, "replicas": [3, 2]},
             {"topic": topic, "partition": 1, "replicas": [2, 1, 3]},
         ]}))
+        # --throttle (KIP-73): the tool sets the rates on every broker involved and the
+        # throttled replica lists on the topic (IncrementalAlterConfigs); Moldau enforces them.
         res = kafka_class(REASSIGN, "--bootstrap-server", b, "--execute",
-                          "--reassignment-json-file", str(plan)).check()
+                          "--reassignment-json-file", str(plan), "--throttle", "50000000").check()
         assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in res.stdout, res.stdout
+        assert "The inter-broker throttle limit was set to 50000000 B/s" in res.stdout, res.stdout
+
+        def set_configs(kind, name):
+            entries = list(admin.describe_configs([ConfigResource(kind, name)]).values())[0].result(30)
+            return {k: e.value for k, e in entries.items() if not e.is_default}
+        for node in ("1", "2", "3"):
+            c = set_configs(ResourceType.BROKER, node)
+            assert c.get("leader.replication.throttled.rate") == "50000000", (node, c)
+            assert c.get("follower.replication.throttled.rate") == "50000000", (node, c)
+        # The same lists `moldau topic reassign --throttle` computes (tests/faults/test_reassign_cli.py).
+        t = set_configs(ResourceType.TOPIC, topic)
+        assert t.get("leader.replication.throttled.replicas") == "0:1,0:2,1:1,1:2", t
+        assert t.get("follower.replication.throttled.replicas") == "0:3,1:3", t
 
         def verified():
             out = kafka_class(REASSIGN, "--bootstrap-server", b, "--verify",
                               "--reassignment-json-file", str(plan)).check().stdout
             return out if (f"Reassignment of partition {topic}-0 is completed" in out
                            and f"Reassignment of partition {topic}-1 is completed" in out) else None
-        _wait("--verify says completed", verified, timeout=90)
+        out = _wait("--verify says completed", verified, timeout=90)
+        # Once complete, --verify removes the throttles.
+        assert "Clearing broker-level throttles" in out, out
+        for node in ("1", "2", "3"):
+            c = set_configs(ResourceType.BROKER, node)
+            assert not any("replication.throttled" in k for k in c), (node, c)
+        t = set_configs(ResourceType.TOPIC, topic)
+        assert not any("replication.throttled" in k for k in t), t
         p = parts()
         assert (p[0].replicas, p[0].leader) == ([3, 2], 3), p[0]
         assert p[1].replicas == [2, 1, 3] and sorted(p[1].isrs) == [1, 2, 3], p[1]

@@ -255,7 +255,7 @@ impl SampledRate {
     }
 
     /// When the sensor last recorded anything.
-    fn last_record_ms(&self) -> Option<i64> {
+    pub fn last_record_ms(&self) -> Option<i64> {
         self.samples.iter().map(|s| s.last_event_ms).max()
     }
 
@@ -290,6 +290,60 @@ impl Default for SampledRate {
     fn default() -> Self {
         SampledRate::new()
     }
+}
+
+/// The entity whose quota applies to `user` / `client_id` among `quotas`, with the quota
+/// (Kafka's eight-level precedence).
+fn quota_for(
+    quotas: &HashMap<QuotaEntity, f64>,
+    user: &str,
+    client_id: &str,
+) -> Option<(QuotaEntity, f64)> {
+    use EntityName::{Default, Name};
+    let u = || Name(user.to_string());
+    let c = || Name(client_id.to_string());
+    let candidates = [
+        (Some(u()), Some(c())),
+        (Some(u()), Some(Default)),
+        (Some(u()), None),
+        (Some(Default), Some(c())),
+        (Some(Default), Some(Default)),
+        (Some(Default), None),
+        (None, Some(c())),
+        (None, Some(Default)),
+    ];
+    candidates.into_iter().find_map(|(user, client_id)| {
+        let e = QuotaEntity::user_client(user, client_id);
+        quotas.get(&e).map(|q| (e, *q))
+    })
+}
+
+/// The quota that applies to the client and the key of its sensor: one sensor per user
+/// and/or client id on the dimensions the matched entity has (a default quota is per user /
+/// per client, not shared).
+fn sensor_for(
+    quotas: &HashMap<QuotaEntity, f64>,
+    user: &str,
+    client_id: &str,
+) -> Option<((String, String), f64)> {
+    let (entity, quota) = quota_for(quotas, user, client_id)?;
+    let dimension = |has: bool, name: &str| if has { name } else { "" }.to_string();
+    let key = (
+        dimension(entity.user.is_some(), user),
+        dimension(entity.client_id.is_some(), client_id),
+    );
+    Some((key, quota))
+}
+
+/// The user / client-id quotas of one key among all entities' quotas.
+fn quotas_of(
+    all: &BTreeMap<QuotaEntity, BTreeMap<String, f64>>,
+    key: &str,
+) -> HashMap<QuotaEntity, f64> {
+    all.iter()
+        .filter(|(e, _)| e.ip.is_none())
+        .filter_map(|(e, q)| q.get(key).map(|v| (e.clone(), *v)))
+        .collect()
 }
 
 /// Sensors unused this long are dropped (Kafka's inactive sensor expiry, one hour).
@@ -331,11 +385,7 @@ impl QuotaManager {
 
     /// Replaces the configured quotas with this kind's values from all entities.
     pub fn set_quotas(&mut self, all: &BTreeMap<QuotaEntity, BTreeMap<String, f64>>) {
-        self.quotas = all
-            .iter()
-            .filter(|(e, _)| e.ip.is_none())
-            .filter_map(|(e, q)| q.get(self.kind.key()).map(|v| (e.clone(), *v)))
-            .collect();
+        self.quotas = quotas_of(all, self.kind.key());
     }
 
     pub fn enabled(&self) -> bool {
@@ -345,36 +395,11 @@ impl QuotaManager {
     /// The entity whose quota applies to `user` / `client_id`, with the quota (Kafka's
     /// eight-level precedence).
     pub fn quota_for(&self, user: &str, client_id: &str) -> Option<(QuotaEntity, f64)> {
-        use EntityName::{Default, Name};
-        let u = || Name(user.to_string());
-        let c = || Name(client_id.to_string());
-        let candidates = [
-            (Some(u()), Some(c())),
-            (Some(u()), Some(Default)),
-            (Some(u()), None),
-            (Some(Default), Some(c())),
-            (Some(Default), Some(Default)),
-            (Some(Default), None),
-            (None, Some(c())),
-            (None, Some(Default)),
-        ];
-        candidates.into_iter().find_map(|(user, client_id)| {
-            let e = QuotaEntity::user_client(user, client_id);
-            self.quotas.get(&e).map(|q| (e, *q))
-        })
+        quota_for(&self.quotas, user, client_id)
     }
 
-    /// The quota that applies to the client and the key of its sensor: one sensor per user
-    /// and/or client id on the dimensions the matched entity has (a default quota is per
-    /// user / per client, not shared).
     fn sensor_for(&self, user: &str, client_id: &str) -> Option<((String, String), f64)> {
-        let (entity, quota) = self.quota_for(user, client_id)?;
-        let dimension = |has: bool, name: &str| if has { name } else { "" }.to_string();
-        let key = (
-            dimension(entity.user.is_some(), user),
-            dimension(entity.client_id.is_some(), client_id),
-        );
-        Some((key, quota))
+        sensor_for(&self.quotas, user, client_id)
     }
 
     /// Records `value` for the client and returns the throttle time in ms (0 when within
@@ -399,6 +424,14 @@ impl QuotaManager {
             return 0;
         };
         throttle_ms(&self.config, self.max_throttle_ms, sensor, quota, now_ms)
+    }
+
+    /// The client's measured rate and the window it is measured over (for diagnostics),
+    /// `None` without a quota or a sensor.
+    pub fn measured(&mut self, user: &str, client_id: &str, now_ms: i64) -> Option<(f64, i64)> {
+        let (key, _) = self.sensor_for(user, client_id)?;
+        let sensor = self.sensors.get_mut(&key)?;
+        Some(sensor.measure(&self.config, now_ms))
     }
 
     /// Kafka's `maxValueInQuotaWindow`: the most that can be recorded at once without being
@@ -427,6 +460,61 @@ impl QuotaManager {
     }
 }
 
+/// One replication throttle of a broker (KIP-73), Kafka's `ReplicationQuotaManager`: a byte
+/// rate over `replication.quota.window.num` samples of `replication.quota.window.size.seconds`
+/// and an upper bound (`leader.replication.throttled.rate` or
+/// `follower.replication.throttled.rate`; none: unlimited). Which partitions it applies to
+/// is the caller's business (the topics' throttled replica lists). Sans-IO: time is an
+/// argument.
+#[derive(Clone, Debug)]
+pub struct ReplicationQuota {
+    config: RateConfig,
+    bound: Option<f64>,
+    rate: SampledRate,
+}
+
+impl ReplicationQuota {
+    pub fn new(config: RateConfig) -> ReplicationQuota {
+        ReplicationQuota {
+            config,
+            bound: None,
+            rate: SampledRate::new(),
+        }
+    }
+
+    /// A new bound (bytes/s); `None` or `i64::MAX` (Kafka's default) is unlimited. The
+    /// measured rate is kept, as Kafka keeps its sensor when the quota changes.
+    pub fn set_bound(&mut self, bytes_per_second: Option<i64>) {
+        self.bound = bytes_per_second
+            .filter(|b| *b != i64::MAX)
+            .map(|b| b.max(0) as f64);
+    }
+
+    pub fn bound(&self) -> Option<f64> {
+        self.bound
+    }
+
+    /// Whether the bound is exceeded now (Kafka's `isQuotaExceeded`: the sensor's
+    /// `checkQuotas`, the rate strictly above the bound). Never without a bound.
+    pub fn is_exceeded(&mut self, now_ms: i64) -> bool {
+        let Some(bound) = self.bound else {
+            return false;
+        };
+        self.rate.measure(&self.config, now_ms).0 > bound
+    }
+
+    /// Records bytes sent or fetched for throttled replicas (Kafka records them whether or
+    /// not a bound is set, so a new bound applies to the traffic already measured).
+    pub fn record(&mut self, bytes: f64, now_ms: i64) {
+        self.rate.record(&self.config, bytes, now_ms);
+    }
+
+    /// The measured rate, bytes/s.
+    pub fn rate(&mut self, now_ms: i64) -> f64 {
+        self.rate.measure(&self.config, now_ms).0
+    }
+}
+
 /// Kafka's `QuotaUtils.throttleTime`: how long until the rate over the same window is back
 /// at the quota, were nothing more recorded (0 within the quota), at most `max_ms`.
 pub fn throttle_ms(
@@ -442,6 +530,142 @@ pub fn throttle_ms(
     }
     let throttle = (rate - quota) / quota.max(f64::MIN_POSITIVE) * window_ms as f64;
     throttle.round().clamp(0.0, max_ms as f64) as i64
+}
+
+/// Kafka's `TokenBucket` stat (KIP-599): tokens refill at the quota per second up to a burst
+/// of `quota x samples x window`; recording takes tokens and may take the bucket below zero
+/// (the debt is what the client is throttled for). A bucket starts full.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokenBucket {
+    tokens: f64,
+    /// When tokens were last refilled; `None` for a new bucket (full).
+    last_update_ms: Option<i64>,
+}
+
+impl TokenBucket {
+    fn burst(config: &RateConfig, quota: f64) -> f64 {
+        config.samples as f64 * (config.window_ms as f64 / 1000.0) * quota
+    }
+
+    fn refill(&mut self, config: &RateConfig, quota: f64, now_ms: i64) {
+        let burst = TokenBucket::burst(config, quota);
+        self.tokens = match self.last_update_ms {
+            None => burst,
+            Some(last) => (self.tokens + quota * (now_ms - last) as f64 / 1000.0).min(burst),
+        };
+        self.last_update_ms = Some(now_ms);
+    }
+
+    /// The tokens left at `now_ms` (negative: in debt).
+    pub fn measure(&mut self, config: &RateConfig, quota: f64, now_ms: i64) -> f64 {
+        self.refill(config, quota, now_ms);
+        self.tokens
+    }
+
+    pub fn record(&mut self, config: &RateConfig, quota: f64, value: f64, now_ms: i64) {
+        self.refill(config, quota, now_ms);
+        self.tokens = (self.tokens - value).min(TokenBucket::burst(config, quota));
+    }
+
+    /// Kafka's `ControllerMutationQuotaManager.throttleTimeMs`: the time the debt takes to
+    /// refill, 0 without one.
+    fn throttle_ms(tokens: f64, quota: f64) -> i64 {
+        if tokens >= 0.0 {
+            return 0;
+        }
+        (-tokens / quota.max(f64::MIN_POSITIVE) * 1000.0)
+            .round()
+            .min(f64::from(i32::MAX)) as i64
+    }
+}
+
+/// The controller mutation quota (`controller_mutation_rate`, partitions created or deleted
+/// per second; KIP-599) as Kafka's `ControllerMutationQuotaManager`: the same entities and
+/// precedence as the other client quotas, a token bucket per matched entity.
+#[derive(Debug)]
+pub struct MutationQuotaManager {
+    config: RateConfig,
+    quotas: HashMap<QuotaEntity, f64>,
+    buckets: HashMap<(String, String), (TokenBucket, i64)>,
+    last_purge_ms: i64,
+}
+
+impl MutationQuotaManager {
+    pub fn new(config: RateConfig) -> MutationQuotaManager {
+        MutationQuotaManager {
+            config,
+            quotas: HashMap::new(),
+            buckets: HashMap::new(),
+            last_purge_ms: 0,
+        }
+    }
+
+    /// Replaces the configured quotas with the `controller_mutation_rate` values of all
+    /// entities.
+    pub fn set_quotas(&mut self, all: &BTreeMap<QuotaEntity, BTreeMap<String, f64>>) {
+        self.quotas = quotas_of(all, CONTROLLER_MUTATION_RATE);
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.quotas.is_empty()
+    }
+
+    fn bucket(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        now_ms: i64,
+    ) -> Option<(&mut TokenBucket, f64)> {
+        if now_ms - self.last_purge_ms >= 60_000 {
+            self.last_purge_ms = now_ms;
+            self.buckets
+                .retain(|_, (_, last)| now_ms - *last < SENSOR_EXPIRY_MS);
+        }
+        let (key, quota) = sensor_for(&self.quotas, user, client_id)?;
+        let (bucket, last) = self.buckets.entry(key).or_default();
+        *last = now_ms;
+        Some((bucket, quota))
+    }
+
+    /// Kafka's `StrictControllerMutationQuota.record` (request versions that can carry
+    /// THROTTLING_QUOTA_EXCEEDED): refused with the throttle time while the bucket is in
+    /// debt; otherwise the partitions are taken, even into debt (one request may exceed the
+    /// quota; the next one is refused).
+    pub fn record_strict(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        partitions: f64,
+        now_ms: i64,
+    ) -> Result<(), i64> {
+        let config = self.config;
+        let Some((bucket, quota)) = self.bucket(user, client_id, now_ms) else {
+            return Ok(());
+        };
+        let tokens = bucket.measure(&config, quota, now_ms);
+        if tokens < 0.0 {
+            return Err(TokenBucket::throttle_ms(tokens, quota));
+        }
+        bucket.record(&config, quota, partitions, now_ms);
+        Ok(())
+    }
+
+    /// Kafka's `PermissiveControllerMutationQuota.record` (older request versions): the
+    /// partitions are always taken; returns the throttle time the debt calls for, 0 without.
+    pub fn record_permissive(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        partitions: f64,
+        now_ms: i64,
+    ) -> i64 {
+        let config = self.config;
+        let Some((bucket, quota)) = self.bucket(user, client_id, now_ms) else {
+            return 0;
+        };
+        bucket.record(&config, quota, partitions, now_ms);
+        TokenBucket::throttle_ms(bucket.measure(&config, quota, now_ms), quota)
+    }
 }
 
 #[cfg(test)]
@@ -583,6 +807,72 @@ mod tests {
 
     /// A producer sending as fast as throttling lets it converges to its quota: the throttle
     /// times are exactly what keeps the long-run rate at the bound.
+    /// Copies `total` bytes through a replication throttle as a replica fetcher does: a
+    /// fetch of up to `fetch` bytes whenever the quota is not exceeded, checked every
+    /// `step_ms`. Returns when the copy completed (ms).
+    fn throttled_copy(bound: i64, total: f64, fetch: f64, step_ms: i64) -> i64 {
+        let mut q = ReplicationQuota::new(RateConfig::default());
+        q.set_bound(Some(bound));
+        let (mut copied, mut now) = (0.0, 0);
+        while copied < total {
+            if !q.is_exceeded(now) {
+                let n = fetch.min(total - copied);
+                q.record(n, now);
+                copied += n;
+                if copied >= total {
+                    break;
+                }
+            }
+            now += step_ms;
+        }
+        now
+    }
+
+    #[test]
+    fn replication_quota_holds_a_copy_near_its_rate() {
+        // 10 MB at 200 kB/s in 100 kB fetches: the first (samples - 1) windows' worth goes
+        // at once (the rate counts at least ten windows), then 200 kB/s.
+        let ms = throttled_copy(200_000, 10_000_000.0, 100_000.0, 50);
+        let rate = 10_000_000.0 / (ms as f64 / 1000.0);
+        assert!(
+            (200_000.0..=250_000.0).contains(&rate),
+            "{rate} B/s over {ms} ms"
+        );
+        // A fetch bigger than a window's worth overshoots by at most one fetch per
+        // (samples) windows, as in Kafka: 1 MB fetches at 50 kB/s move ~1 MB per 11 s.
+        let ms = throttled_copy(50_000, 5_000_000.0, 1_048_576.0, 50);
+        assert!((40_000..=60_000).contains(&ms), "{ms} ms");
+        // Unlimited (Kafka's default rate) never holds anything back.
+        let mut q = ReplicationQuota::new(RateConfig::default());
+        q.set_bound(Some(i64::MAX));
+        q.record(1e12, 0);
+        assert!(!q.is_exceeded(0) && q.bound().is_none());
+    }
+
+    #[test]
+    fn replication_quota_is_exceeded_strictly_above_its_bound_and_recovers() {
+        let config = RateConfig::default();
+        let mut q = ReplicationQuota::new(config);
+        q.record(10_000.0, 0);
+        // Recorded without a bound, counted once one is set.
+        assert!(!q.is_exceeded(0));
+        q.set_bound(Some(1_000));
+        // 10,000 bytes over the minimum of ten windows is exactly 1,000 B/s: not above.
+        assert!(!q.is_exceeded(0));
+        q.record(1_000.0, 0);
+        assert!(q.is_exceeded(0));
+        // Still over while the burst's sample is kept (the rate's window grows with time
+        // only past its ten-window minimum: 11,000 bytes over 10.999 s), and purged once
+        // its last record is eleven windows old.
+        assert!(q.is_exceeded(10_999));
+        assert!(!q.is_exceeded(11_000));
+        // Lifting the bound lets everything through at once.
+        q.record(1e9, 11_600);
+        assert!(q.is_exceeded(11_600));
+        q.set_bound(None);
+        assert!(!q.is_exceeded(11_600));
+    }
+
     #[test]
     fn throttled_sender_converges_to_the_quota() {
         let mut m = quotas(&[(n("alice"), None, 10_000.0)]);
@@ -675,6 +965,58 @@ mod tests {
         assert!(validate_quota_value(&e, PRODUCER_BYTE_RATE, 0.0).is_err());
         assert!(validate_quota_value(&e, REQUEST_PERCENTAGE, 12.5).is_ok());
         assert!(validate_quota_value(&e, CONNECTION_CREATION_RATE, 1.0).is_err());
+    }
+
+    fn mutation_quotas(
+        list: &[(Option<EntityName>, Option<EntityName>, f64)],
+    ) -> MutationQuotaManager {
+        let mut all = BTreeMap::new();
+        for (u, c, v) in list {
+            all.insert(
+                QuotaEntity::user_client(u.clone(), c.clone()),
+                BTreeMap::from([(CONTROLLER_MUTATION_RATE.to_string(), *v)]),
+            );
+        }
+        let mut m = MutationQuotaManager::new(RateConfig::default());
+        m.set_quotas(&all);
+        m
+    }
+
+    /// Kafka's strict quota: a request is allowed while the bucket is not in debt, even one
+    /// that takes it there; the next is refused with the time the debt takes to refill.
+    #[test]
+    fn strict_mutation_quota_allows_until_in_debt() {
+        // 10 partitions/s, 11 one-second samples: a burst of 110.
+        let mut m = mutation_quotas(&[(n("alice"), None, 10.0)]);
+        assert!(m.enabled());
+        assert_eq!(m.record_strict("alice", "c", 100.0, 0), Ok(()));
+        assert_eq!(m.record_strict("alice", "c", 30.0, 0), Ok(()));
+        // 20 in debt: 2 s at 10/s.
+        assert_eq!(m.record_strict("alice", "c", 1.0, 0), Err(2000));
+        assert_eq!(m.record_strict("alice", "c", 1.0, 1500), Err(500));
+        // Refilled to zero: allowed again (only a debt refuses), and the bucket caps at the
+        // burst however long it rests.
+        assert_eq!(m.record_strict("alice", "c", 5.0, 2000), Ok(()));
+        assert_eq!(m.record_strict("alice", "c", 110.0, 1_000_000), Ok(()));
+        assert_eq!(m.record_strict("alice", "c", 1.0, 1_000_000), Ok(()));
+        assert_eq!(m.record_strict("alice", "c", 1.0, 1_000_000), Err(100));
+        // Other users have no quota.
+        assert_eq!(m.record_strict("bob", "c", 1e9, 0), Ok(()));
+        assert_eq!(m.record_permissive("bob", "c", 1e9, 0), 0);
+    }
+
+    /// Kafka's permissive quota (older request versions): everything is taken, and the
+    /// throttle is the debt's refill time.
+    #[test]
+    fn permissive_mutation_quota_takes_all_and_throttles() {
+        let mut m = mutation_quotas(&[(Some(Default), None, 10.0)]);
+        assert_eq!(m.record_permissive("a", "c", 100.0, 0), 0);
+        assert_eq!(m.record_permissive("a", "c", 30.0, 0), 2000);
+        assert_eq!(m.record_permissive("a", "c", 10.0, 0), 3000);
+        // A default quota is per user.
+        assert_eq!(m.record_permissive("b", "c", 110.0, 0), 0);
+        assert_eq!(m.record_strict("a", "c", 1.0, 2999), Err(1));
+        assert!(!mutation_quotas(&[]).enabled());
     }
 
     #[test]

@@ -9,13 +9,19 @@
 //! ListOffsets and DeleteRecords by their handlers through the request's [`Access`]; topics of
 //! CreateTopics/DeleteTopics/CreatePartitions and groups of DescribeGroups/DeleteGroups/
 //! ListGroups/FindCoordinator in `handlers::dispatch`, which takes the denied items out of the
-//! request and adds their errors to the response. With no authorizer configured [`Access`]
-//! allows everything and `gate` passes every request untouched.
+//! request and adds their errors to the response. The subscription regexes of KIP-848 consumer
+//! groups resolve only to topics the heartbeat's principal may DESCRIBE: `groups` hands the
+//! coordinator that filter, built on the request's [`Access`], as its `TopicVisibility`.
+//! ConsumerGroupDescribe shows no topic the caller may not DESCRIBE: a group whose assignments
+//! name one is answered TOPIC_AUTHORIZATION_FAILED instead ([`hide_undescribable_topics`]).
+//! With no authorizer configured [`Access`] allows everything and `gate` passes every request
+//! untouched.
 
 use auth::acl::{Authorizer, RequestContext, CLUSTER_NAME};
 use auth::principal::KafkaPrincipal;
 use model::acl::{AclOperation as Op, ResourceType as Rt};
 use model::ErrorCode;
+use protocol::messages::consumer_group_describe_response as cgd;
 use protocol::messages::{
     add_partitions_to_txn_response::{
         AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
@@ -37,6 +43,7 @@ use protocol::messages::{
     SyncGroupResponse, WriteTxnMarkersResponse,
 };
 use protocol::{RequestKind, ResponseKind};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What one request may do: the authorizer (none when `authorizer.class.name` is unset) and
@@ -123,6 +130,55 @@ impl Access {
     /// `KafkaApis.handleCreateTopicsRequest` and auto-creation).
     pub fn may_create_topic(&self, topic: &str) -> bool {
         !self.enabled() || self.allows_cluster(Op::Create) || self.allows_topic(Op::Create, topic)
+    }
+}
+
+/// The message of the row that replaces a described group naming a topic the caller may not
+/// DESCRIBE (Kafka 4.4's `KafkaApis.handleConsumerGroupDescribe`, word for word).
+pub const UNDESCRIBABLE_TOPICS_MESSAGE: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
+
+/// ConsumerGroupDescribe must not show, through a group, a topic the caller may not DESCRIBE.
+/// As Kafka 4.4 (`KafkaApis.handleConsumerGroupDescribe`, "Clients are not allowed to see
+/// topics that are not authorized for Describe"): a described group in which any member's
+/// assignment or target assignment names such a topic is replaced, in place, by a row with
+/// only its id, TOPIC_AUTHORIZATION_FAILED and [`UNDESCRIBABLE_TOPICS_MESSAGE`]: no members,
+/// state, epochs, assignor or authorized operations. The other groups are untouched. Members'
+/// subscribed topic names and regexes are not checked, as in Kafka. Without an authorizer
+/// nothing changes.
+pub fn hide_undescribable_topics(access: &Access, groups: &mut [cgd::DescribedGroup]) {
+    if !access.enabled() {
+        return;
+    }
+    // One decision per topic, as Kafka's `filterByAuthorized` over the set of named topics.
+    let mut decided: HashMap<String, bool> = HashMap::new();
+    for group in groups.iter_mut() {
+        let hides = group
+            .members
+            .iter()
+            .flat_map(|m| {
+                m.assignment
+                    .topic_partitions
+                    .iter()
+                    .chain(&m.target_assignment.topic_partitions)
+            })
+            .any(|t| {
+                let name = t.topic_name.as_str();
+                if let Some(&allowed) = decided.get(name) {
+                    return !allowed;
+                }
+                let allowed = access.allows_topic(Op::Describe, name);
+                decided.insert(name.to_string(), allowed);
+                !allowed
+            });
+        if hides {
+            *group = cgd::DescribedGroup::default()
+                .with_group_id(std::mem::take(&mut group.group_id))
+                .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                .with_error_message(Some(protocol::StrBytes::from_static_str(
+                    UNDESCRIBABLE_TOPICS_MESSAGE,
+                )));
+        }
     }
 }
 
@@ -526,6 +582,108 @@ pub fn envelope_client_address(b: &[u8]) -> Option<std::net::IpAddr> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn topics(names: &[&str]) -> cgd::Assignment {
+        cgd::Assignment::default().with_topic_partitions(
+            names
+                .iter()
+                .map(|n| {
+                    cgd::TopicPartitions::default()
+                        .with_topic_name(protocol::messages::TopicName(
+                            protocol::StrBytes::from_string(n.to_string()),
+                        ))
+                        .with_partitions(vec![0])
+                })
+                .collect(),
+        )
+    }
+
+    fn group(id: &str, assigned: &[&str], target: &[&str]) -> cgd::DescribedGroup {
+        let member = cgd::Member::default()
+            .with_member_id(protocol::StrBytes::from_static_str("m"))
+            // Subscriptions are not checked, as in Kafka: only what is assigned is shown.
+            .with_subscribed_topic_names(vec![protocol::messages::TopicName(
+                protocol::StrBytes::from_static_str("hidden"),
+            )])
+            .with_subscribed_topic_regex(Some(protocol::StrBytes::from_static_str("hid.*")))
+            .with_assignment(topics(assigned))
+            .with_target_assignment(topics(target));
+        cgd::DescribedGroup::default()
+            .with_group_id(protocol::messages::GroupId(
+                protocol::StrBytes::from_string(id.to_string()),
+            ))
+            .with_group_state(protocol::StrBytes::from_static_str("Stable"))
+            .with_group_epoch(3)
+            .with_assignment_epoch(3)
+            .with_assignor_name(protocol::StrBytes::from_static_str("uniform"))
+            .with_authorized_operations(1 << 3)
+            .with_members(vec![member])
+    }
+
+    #[test]
+    fn described_groups_naming_a_topic_the_caller_may_not_describe_are_hidden() {
+        use auth::acl::{AccessControlEntry, AclBinding, ResourcePattern};
+        use model::acl::{PatternType, PermissionType};
+        let acls = [AclBinding {
+            pattern: ResourcePattern {
+                resource_type: Rt::Topic,
+                name: "shown".into(),
+                pattern_type: PatternType::Literal,
+            },
+            entry: AccessControlEntry {
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: Op::Describe,
+                permission: PermissionType::Allow,
+            },
+        }];
+        let alice = Access::new(
+            Some(Arc::new(Authorizer::new("", false, &acls))),
+            Arc::new(RequestContext::new(
+                KafkaPrincipal::user("alice"),
+                "127.0.0.1".parse().unwrap(),
+            )),
+        );
+        let denied = cgd::DescribedGroup::default()
+            .with_group_id(protocol::messages::GroupId(
+                protocol::StrBytes::from_static_str("denied"),
+            ))
+            .with_error_code(ErrorCode::GroupAuthorizationFailed.code());
+        let original = vec![
+            denied.clone(),
+            group("plain", &["shown"], &["shown"]),
+            group("assigned", &["shown", "hidden"], &["shown", "hidden"]),
+            // Only the target assignment names it: hidden all the same.
+            group("target", &["shown"], &["shown", "hidden"]),
+        ];
+
+        let mut groups = original.clone();
+        hide_undescribable_topics(&Access::unrestricted(), &mut groups);
+        assert_eq!(groups, original, "no authorizer: nothing is hidden");
+
+        hide_undescribable_topics(&alice, &mut groups);
+        let hidden = |id: &'static str| {
+            cgd::DescribedGroup::default()
+                .with_group_id(protocol::messages::GroupId(
+                    protocol::StrBytes::from_static_str(id),
+                ))
+                .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                .with_error_message(Some(protocol::StrBytes::from_static_str(
+                    "The group has described topic(s) that the client is not authorized to describe.",
+                )))
+        };
+        assert_eq!(
+            groups,
+            vec![
+                denied,
+                group("plain", &["shown"], &["shown"]),
+                hidden("assigned"),
+                hidden("target"),
+            ]
+        );
+        assert_eq!(groups[2].authorized_operations, i32::MIN);
+        assert!(groups[2].group_state.is_empty() && groups[2].members.is_empty());
+    }
 
     #[test]
     fn envelope_principals_round_trip_and_bad_bytes_are_refused() {

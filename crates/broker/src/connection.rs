@@ -14,7 +14,7 @@
 //! queue of replies is bounded by `queued.max.requests`.
 
 use crate::authz::Access;
-use crate::handlers::{self, Reply};
+use crate::handlers::{self, Reply, Settled};
 use crate::memory::ResponseBytes;
 use crate::metrics::{RequestTimer, METRICS};
 use crate::quotas::ConnThrottle;
@@ -49,8 +49,12 @@ pub enum ListenerKind {
 /// (`conn_limits`): at most `max.connections` at once broker-wide and
 /// `listener.name.<listener>.max.connections` on this listener (the loop waits for a slot),
 /// `max.connections.per.ip` (and its overrides) per address (a connection over it is closed at
-/// once), and `max.connection.creation.rate` (the loop pauses accepting). Controller
-/// listeners keep a fixed `max.connections` of their own.
+/// once), `max.connection.creation.rate` and the listener's own
+/// `listener.name.<listener>.max.connection.creation.rate` (the loop pauses accepting) and an
+/// address's `connection_creation_rate` quota (that connection is closed unserved after its
+/// throttle time). The inter-broker listener of a broker with several listeners is protected
+/// from the broker-wide limits, as Kafka's (`conn_limits`). Controller listeners keep a fixed
+/// `max.connections` of their own.
 pub async fn accept_loop(
     listener: TcpListener,
     listener_name: Arc<str>,
@@ -63,6 +67,7 @@ pub async fn accept_loop(
     let limit = Arc::new(Semaphore::new(state.config.max_connections.max(1) as usize));
     let stats = METRICS.listener(&listener_name);
     let limited = kind == ListenerKind::Broker;
+    let protected = limited && protected_listener(&state.config, &listener_name);
     let limits = || crate::conn_limits::Limits::from_props(&state.broker_props());
     let rate = auth::quota::RateConfig {
         samples: state.config.quota_window_num.max(1) as usize,
@@ -73,7 +78,7 @@ pub async fn accept_loop(
             let since = std::time::Instant::now();
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                waited = state.connections.wait_for_slot(&listener_name, limits) => {
+                waited = state.connections.wait_for_slot(&listener_name, protected, limits) => {
                     if waited {
                         stats.accept_blocked(since.elapsed());
                     }
@@ -98,9 +103,20 @@ pub async fn accept_loop(
                 let mut slot = None;
                 if limited {
                     let now = limits();
-                    let pause = state.connections.record_creation(&now, rate);
-                    let admitted = state.connections.admit(peer.ip(), &listener_name, &now);
-                    if admitted.is_none() {
+                    let pause =
+                        state
+                            .connections
+                            .record_creation(&listener_name, protected, &now, rate);
+                    let ip_throttle = state.connections.record_ip_creation(peer.ip(), rate);
+                    if ip_throttle > 0 {
+                        state
+                            .connections
+                            .unrecord_creation(&listener_name, protected, rate);
+                    }
+                    let admitted = (ip_throttle == 0)
+                        .then(|| state.connections.admit(peer.ip(), &listener_name, &now))
+                        .flatten();
+                    if ip_throttle == 0 && admitted.is_none() {
                         tracing::info!(%peer, "closing connection: too many connections from its address (max.connections.per.ip)");
                         METRICS.connection_refused();
                     }
@@ -108,12 +124,29 @@ pub async fn accept_loop(
                         stats.accept_throttled(std::time::Duration::from_millis(pause));
                         tracing::debug!(
                             pause_ms = pause,
-                            "max.connection.creation.rate reached: pausing accept"
+                            listener = %listener_name,
+                            "max.connection.creation.rate (broker-wide or the listener's own) reached: pausing accept"
                         );
                         tokio::select! {
                             _ = cancel.cancelled() => return,
                             _ = tokio::time::sleep(std::time::Duration::from_millis(pause)) => {}
                         }
+                    }
+                    if ip_throttle > 0 {
+                        // Kafka's DelayedCloseSocket: a connection over its address's
+                        // connection_creation_rate is held unread and closed once its throttle
+                        // time has passed (the client backs off instead of reconnecting at once).
+                        tracing::debug!(%peer, throttle_ms = ip_throttle, "connection_creation_rate exceeded: closing the connection after its throttle");
+                        METRICS.connection_refused();
+                        let cancel = cancel.clone();
+                        tasks.spawn(async move {
+                            tokio::select! {
+                                _ = cancel.cancelled() => {}
+                                _ = tokio::time::sleep(std::time::Duration::from_millis(ip_throttle)) => {}
+                            }
+                            drop(stream);
+                        });
+                        continue;
                     }
                     let Some(admitted) = admitted else {
                         drop(stream);
@@ -146,6 +179,27 @@ pub async fn accept_loop(
             }
         }
     }
+}
+
+/// Whether a broker listener is protected from the broker-wide connection limits, as
+/// Kafka's `ConnectionQuotas.protectedListener`: the inter-broker listener, when the broker
+/// has other (non-controller) listeners.
+fn protected_listener(config: &model::config::BrokerConfig, listener: &str) -> bool {
+    let is_controller = |name: &str| {
+        config
+            .controller_listener_names
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+    };
+    let broker_listeners = config
+        .listeners
+        .iter()
+        .filter(|l| !is_controller(&l.name))
+        .count();
+    broker_listeners > 1
+        && config
+            .inter_broker_listener_name
+            .eq_ignore_ascii_case(listener)
 }
 
 /// Serves one connection: over TLS first when the listener is encrypted.
@@ -445,6 +499,13 @@ async fn serve_halves<R, W>(
         match &reply {
             Reply::None => {
                 timer.done_without_response();
+                if let Some(done) = serial {
+                    // An acks=0 produce verified first: nothing to answer, but the next
+                    // request waits for it, and a failure closes the connection.
+                    if await_settled(&cancel, done).await == Settled::Close {
+                        break;
+                    }
+                }
                 continue;
             }
             Reply::Ready(b) => responses.add(b.len()),
@@ -457,14 +518,25 @@ async fn serve_halves<R, W>(
         }
         if let Some(done) = serial {
             // The next request waits until this one has taken effect (see `Reply::Serial`).
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = done => {}
+            if await_settled(&cancel, done).await == Settled::Close {
+                break;
             }
         }
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// Waits for a [`Reply::Serial`] request to take effect: `Close` when the connection is being
+/// cancelled meanwhile; a dropped sender (its task ended without a word) reads on.
+async fn await_settled(
+    cancel: &CancellationToken,
+    done: tokio::sync::oneshot::Receiver<Settled>,
+) -> Settled {
+    tokio::select! {
+        _ = cancel.cancelled() => Settled::Close,
+        r = done => r.unwrap_or(Settled::ReadOn),
+    }
 }
 
 /// Writes `chunks` in order with vectored writes (record bytes are never copied into one

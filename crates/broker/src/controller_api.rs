@@ -376,14 +376,16 @@ async fn admin(
     origin: Origin,
 ) -> Option<ResponseKind> {
     Some(match body {
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(admin::create_topics(state, r, version, origin).await.0)
-        }
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
+            admin::create_topics(state, r, version, origin, None)
+                .await
+                .0,
+        ),
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(admin::delete_topics(state, r, version).await.0)
+            ResponseKind::DeleteTopics(admin::delete_topics(state, r, version, None).await.0)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(admin::create_partitions(state, r).await.0)
+            ResponseKind::CreatePartitions(admin::create_partitions(state, r, None).await.0)
         }
         RequestKind::AlterConfigs(r) => {
             ResponseKind::AlterConfigs(configs::alter_configs(state, r).await.0)

@@ -17,9 +17,10 @@ use crate::txn_partition::Verification;
 use bytes::Bytes;
 use coordinator::{
     CoordinatorConfig, CoordinatorNode, GroupCoordinator, Output, RequestContext, TopicInfo,
-    TopicsImage,
+    TopicVisibility, TopicsImage,
 };
 use metadata::{MetadataDelta, MetadataImage};
+use model::acl::AclOperation as Op;
 use model::ErrorCode;
 use protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -260,6 +261,11 @@ impl Groups {
         if !deleted.is_empty() {
             self.topics_deleted(state, &deleted);
         }
+        if delta.acls_changed || delta.full {
+            // What a regex subscription resolved to depends on the DESCRIBE grants of the
+            // principal that resolved it.
+            self.lock().acls_changed();
+        }
         if leading || delta.group_configs_changed {
             self.wake.notify_one();
         }
@@ -408,6 +414,7 @@ impl Groups {
             }],
             validate_only: false,
             origin: controller::Origin::Broker,
+            quota: None,
         };
         let result = match state.controller_call(request).await {
             Ok(controller::Reply::CreateTopics(mut r)) if !r.is_empty() => r.remove(0).map(|_| ()),
@@ -626,11 +633,21 @@ impl Groups {
         }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        // The one authorization a group request needs beyond `authz::gate`: which topics the
+        // principal may DESCRIBE, for the subscription regexes a heartbeat resolves (Kafka's
+        // `filterTopicDescribeAuthorizedTopics`). Decided here, lazily, topic by topic.
+        let access = ctx.access.clone();
+        let may_describe = |topic: &str| access.allows_topic(Op::Describe, topic);
         let rctx = RequestContext {
             token,
             api_version: ctx.version,
             client_id,
             client_host,
+            visible_topics: if access.enabled() {
+                TopicVisibility::only(&may_describe)
+            } else {
+                TopicVisibility::ALL
+            },
         };
         let now = state.clock.now_ms();
         // KIP-890: a transactional offset commit goes ahead only if the group's partition is

@@ -502,7 +502,15 @@ impl BrokerHandle {
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
-        self.state.close_logs();
+        // Off the async threads: closing thousands of logs is seconds of fsyncs on a loaded
+        // machine, and the caller's deadline (the server's 10 s) must be able to fire meanwhile.
+        let state = self.state.clone();
+        if tokio::task::spawn_blocking(move || state.close_logs())
+            .await
+            .is_err()
+        {
+            tracing::error!("closing the logs panicked");
+        }
         if let Some(q) = self.quorum.take() {
             let _ = tokio::task::spawn_blocking(move || q.stop()).await;
         }

@@ -176,10 +176,12 @@ pub struct BrokerMetrics {
     isr_changes: [AtomicU64; 2],
     /// Throttled responses and their throttle time (ms) by client quota (produce, fetch,
     /// request).
-    throttled: [AtomicU64; 3],
-    throttle_ms: [AtomicU64; 3],
+    throttled: [AtomicU64; 4],
+    throttle_ms: [AtomicU64; 4],
     /// Connections closed at once for being over `max.connections.per.ip`.
     connections_refused: AtomicU64,
+    /// Bytes of throttled replicas replicated (KIP-73), leader side then follower side.
+    replication_throttled_bytes: [AtomicU64; 2],
 }
 
 pub static METRICS: BrokerMetrics = BrokerMetrics {
@@ -192,12 +194,13 @@ pub static METRICS: BrokerMetrics = BrokerMetrics {
     group_events: [const { AtomicU64::new(0) }; 3],
     metadata_commit: Histogram::new(),
     isr_changes: [const { AtomicU64::new(0) }; 2],
-    throttled: [const { AtomicU64::new(0) }; 3],
-    throttle_ms: [const { AtomicU64::new(0) }; 3],
+    throttled: [const { AtomicU64::new(0) }; 4],
+    throttle_ms: [const { AtomicU64::new(0) }; 4],
     connections_refused: AtomicU64::new(0),
+    replication_throttled_bytes: [const { AtomicU64::new(0) }; 2],
 };
 
-const QUOTA_NAMES: [&str; 3] = ["produce", "fetch", "request"];
+const QUOTA_NAMES: [&str; 4] = ["produce", "fetch", "request", "controller_mutation"];
 
 fn api_slot(api: ApiKey) -> usize {
     (api as i16).clamp(0, API_SLOTS as i16 - 1) as usize
@@ -296,6 +299,22 @@ impl BrokerMetrics {
         };
         self.throttled[i].fetch_add(1, Ordering::Relaxed);
         self.throttle_ms[i].fetch_add(ms.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a response throttled by the client's controller mutation quota (KIP-599), and
+    /// its throttle time, on the broker that mutes the client's connection for it.
+    pub fn mutation_throttled(&self, ms: i64) {
+        self.throttled[3].fetch_add(1, Ordering::Relaxed);
+        self.throttle_ms[3].fetch_add(ms.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// Counts bytes replicated for throttled replicas (sent as leader or fetched as follower).
+    pub fn replication_throttled_bytes(&self, side: crate::quotas::ReplicationSide, bytes: usize) {
+        let i = match side {
+            crate::quotas::ReplicationSide::Leader => 0,
+            crate::quotas::ReplicationSide::Follower => 1,
+        };
+        self.replication_throttled_bytes[i].fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Counts a connection closed for being over its address's limit.
@@ -707,7 +726,7 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
     let node = state.node_id;
     let (mut leaders, mut under_replicated, mut under_min_isr) = (0i64, 0i64, 0i64);
     for t in image.topics.values() {
-        let min_isr = state.topic_config(t).min_insync_replicas;
+        let min_isr = usize::try_from(state.topic_config(t).min_insync_replicas).unwrap_or(1);
         for p in &t.partitions {
             if p.leader != node {
                 continue;
@@ -716,7 +735,9 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
             if p.isr.len() < p.replicas.len() {
                 under_replicated += 1;
             }
-            if (p.isr.len() as i64) < i64::from(min_isr) {
+            // Kafka's UnderMinIsrPartitionCount: below the effective minimum (capped at the
+            // replica count), where acks=all is refused.
+            if p.isr.len() < model::config::effective_min_isr(min_isr, p.replicas.len()) {
                 under_min_isr += 1;
             }
         }
@@ -750,7 +771,7 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
     )?;
     out.gauge(
         "moldau_partitions_under_min_isr",
-        "Partitions this broker leads whose ISR is below min.insync.replicas.",
+        "Partitions this broker leads whose ISR is below min.insync.replicas (at most the replica count).",
         None,
         one(under_min_isr),
     )?;
@@ -762,9 +783,9 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
     )?;
     out.counter(
         "moldau_quota_throttled_responses",
-        "Responses whose client was over a quota (produce or consumer byte rate, request percentage), by quota.",
+        "Responses whose client was over a quota (produce or consumer byte rate, request percentage, controller mutation rate), by quota.",
         None,
-        (0..3).map(|i| {
+        (0..4).map(|i| {
             (
                 [("quota", QUOTA_NAMES[i])],
                 METRICS.throttled[i].load(Ordering::Relaxed),
@@ -775,16 +796,42 @@ fn collect_state(state: &BrokerState, opts: ScrapeOptions, out: &mut Scrape<'_>)
         "moldau_quota_throttle_time",
         "Throttle time given to clients over a quota (the connection is muted that long), by quota.",
         Some(Unit::Seconds),
-        (0..3).map(|i| {
+        (0..4).map(|i| {
             (
                 [("quota", QUOTA_NAMES[i])],
                 METRICS.throttle_ms[i].load(Ordering::Relaxed) as f64 / 1000.0,
             )
         }),
     )?;
+    use crate::quotas::ReplicationSide;
+    let sides = [ReplicationSide::Leader, ReplicationSide::Follower];
+    out.counter(
+        "moldau_replication_throttled",
+        "Bytes replicated for the replicas the topics' leader/follower.replication.throttled.replicas name (KIP-73): sent to their followers (side=leader) or fetched for them (side=follower).",
+        Some(Unit::Bytes),
+        (0..2).map(|i| {
+            (
+                [("side", sides[i].label())],
+                METRICS.replication_throttled_bytes[i].load(Ordering::Relaxed),
+            )
+        }),
+    )?;
+    let snapshots = sides.map(|s| (s, state.replication_quotas.snapshot(s)));
+    out.gauge_f64(
+        "moldau_replication_throttled_byte_rate",
+        "The rate of those bytes in bytes per second, as the throttle measures it (replication.quota.window.num samples of replication.quota.window.size.seconds).",
+        None,
+        snapshots.map(|(s, (_, rate))| ([("side", s.label())], rate)),
+    )?;
+    out.gauge_f64(
+        "moldau_replication_throttle_byte_rate_limit",
+        "The broker's leader/follower.replication.throttled.rate in bytes per second; +Inf while unlimited.",
+        None,
+        snapshots.map(|(s, (bound, _))| ([("side", s.label())], bound.unwrap_or(f64::INFINITY))),
+    )?;
     out.counter(
         "moldau_connections_refused",
-        "Connections closed as soon as accepted because their address had max.connections.per.ip (or its override) open.",
+        "Connections closed unserved: at once because their address had max.connections.per.ip (or its override) open, or after their throttle time because it was over its connection_creation_rate quota.",
         None,
         [(NO_LABELS, METRICS.connections_refused.load(Ordering::Relaxed))],
     )?;

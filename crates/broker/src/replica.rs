@@ -59,6 +59,11 @@ pub struct Partition {
     pub txn: crate::txn_partition::TxnGuards,
     /// The topic's bytes/records in/out counters (shared by its partitions).
     pub stats: Arc<crate::metrics::TopicStats>,
+    /// Whether the topic's `leader.replication.throttled.replicas` /
+    /// `follower.replication.throttled.replicas` name this broker's replica (KIP-73), from
+    /// the topic config, updated with it.
+    leader_throttled: AtomicBool,
+    follower_throttled: AtomicBool,
 }
 
 impl std::fmt::Debug for Partition {
@@ -82,7 +87,9 @@ impl Partition {
         ctx: Arc<ReplicationContext>,
         hw: Option<i64>,
     ) -> Partition {
-        let config = ctx.replica_config(&log.config());
+        let topic_config = log.config();
+        let config = ctx.replica_config(&topic_config);
+        let (leader_throttled, follower_throttled) = throttled(&topic_config, &tp, ctx.node_id());
         let start = log.log_start_offset();
         let replica = Replica::new(config, hw.unwrap_or(start), &LogState(&log));
         let hw = replica.high_watermark();
@@ -98,7 +105,21 @@ impl Partition {
             high_watermark: AtomicI64::new(hw),
             flush_in_flight: AtomicBool::new(false),
             txn: Default::default(),
+            leader_throttled: AtomicBool::new(leader_throttled),
+            follower_throttled: AtomicBool::new(follower_throttled),
         }
+    }
+
+    /// Whether what this broker sends as the leader to followers of this partition counts
+    /// against its `leader.replication.throttled.rate` (Kafka's leader quota `isThrottled`).
+    pub fn leader_throttled(&self) -> bool {
+        self.leader_throttled.load(Ordering::Relaxed)
+    }
+
+    /// Whether what this broker fetches as a follower of this partition counts against its
+    /// `follower.replication.throttled.rate`.
+    pub fn follower_throttled(&self) -> bool {
+        self.follower_throttled.load(Ordering::Relaxed)
     }
 
     pub fn leader_epoch(&self) -> i32 {
@@ -223,6 +244,9 @@ impl Partition {
     /// the replica's `min.insync.replicas`, at once.
     pub fn update_config(self: &Arc<Self>, config: TopicConfig) {
         let min_isr = self.ctx.replica_config(&config).min_insync_replicas;
+        let (leader, follower) = throttled(&config, &self.tp, self.ctx.node_id());
+        self.leader_throttled.store(leader, Ordering::Relaxed);
+        self.follower_throttled.store(follower, Ordering::Relaxed);
         self.log.update_config(config);
         self.drive(
             |r, log, now| {
@@ -385,6 +409,19 @@ impl Partition {
     pub fn partition_state(self: &Arc<Self>) -> Option<replication::PartitionState> {
         self.drive(|r, _, _| (r.partition_state().cloned(), Vec::new()), None)
     }
+}
+
+/// Whether a topic config's throttled replica lists name `tp`'s replica on `node`:
+/// (leader side, follower side).
+fn throttled(config: &TopicConfig, tp: &TopicPartition, node: model::NodeId) -> (bool, bool) {
+    (
+        config
+            .leader_replication_throttled_replicas
+            .contains(tp.partition, node),
+        config
+            .follower_replication_throttled_replicas
+            .contains(tp.partition, node),
+    )
 }
 
 /// A partition assigned to this broker whose log could not be opened (damage below its

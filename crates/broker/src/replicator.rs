@@ -13,6 +13,12 @@
 //! - `AlterPartition`: the leader's ISR change goes to the active controller (KIP-497); the
 //!   replica uses the new ISR once the controller answers with it (or the image shows it).
 //!
+//! A fetcher leaves out the partitions its broker's follower throttle holds back (KIP-73,
+//! Kafka's `shouldFollowerThrottle`: a replica the topic's
+//! `follower.replication.throttled.replicas` names, not in sync with the leader's HW of its
+//! last answer, while `follower.replication.throttled.rate` is exceeded) and records the
+//! bytes fetched for throttled replicas; the leader's side is in `handlers::fetch`.
+//!
 //! A ticker drives `Replica::tick` (ISR shrink, acks=all timeouts, fetch retries).
 //! acks=all waits are oneshot channels completed by the replica's `AckDone` actions.
 
@@ -98,6 +104,10 @@ impl ReplicationContext {
 
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
     }
 
     /// The replica settings of a partition with this log config.
@@ -224,19 +234,40 @@ async fn run_fetcher(
     // would park at the leader (nothing new for the others) and their progress, which the
     // leader's HW waits for (acks=all, coordinator writes), would wait for that long poll.
     let mut appending: std::collections::HashSet<(String, i32)> = Default::default();
+    // KIP-73: plans of throttled replicas held back while this broker's follower throttle is
+    // exceeded, and the leader's HW in each partition's last answer (whether it is in sync).
+    let mut held: HashMap<(String, i32), (Arc<Partition>, FetchPlan)> = HashMap::new();
+    let mut leader_hw: HashMap<(String, i32), i64> = HashMap::new();
+    let throttle_backoff =
+        Duration::from_millis(state.config.replica_fetch_backoff_ms.clamp(10, 10_000) as u64);
     loop {
-        let first = tokio::select! {
-            _ = state.cancel.cancelled() => return,
-            j = jobs.recv() => match j {
-                Some(j) => j,
-                None => return,
-            },
+        let first = if held.is_empty() {
+            tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                j = jobs.recv() => match j {
+                    Some(j) => Some(j),
+                    None => return,
+                },
+            }
+        } else {
+            // Kafka's fetcher, with nothing it may fetch, waits `replica.fetch.backoff.ms`.
+            tokio::select! {
+                _ = state.cancel.cancelled() => return,
+                _ = tokio::time::sleep(throttle_backoff) => None,
+                j = jobs.recv() => match j {
+                    Some(j) => Some(j),
+                    None => return,
+                },
+            }
         };
-        let mut batch: HashMap<(String, i32), (Arc<Partition>, FetchPlan)> = HashMap::new();
+        let mut batch: HashMap<(String, i32), (Arc<Partition>, FetchPlan)> =
+            std::mem::take(&mut held);
         let mut add = |(p, plan): (Arc<Partition>, FetchPlan)| {
             batch.insert((p.tp.topic.to_string(), p.tp.partition), (p, plan));
         };
-        add(first);
+        if let Some(first) = first {
+            add(first);
+        }
         while let Ok(j) = jobs.try_recv() {
             add(j);
         }
@@ -255,6 +286,31 @@ async fn run_fetcher(
             }
         }
         appending.clear();
+        // Kafka's `shouldFollowerThrottle`: a throttled replica that is not in sync (behind
+        // the leader's HW of its last answer) is left out while the throttle is exceeded.
+        let follower = crate::quotas::ReplicationSide::Follower;
+        if batch.values().any(|(p, _)| p.follower_throttled())
+            && state.replication_quotas.is_exceeded(follower)
+        {
+            let keys: Vec<_> = batch
+                .iter()
+                .filter(|(k, (p, plan))| {
+                    let in_sync = leader_hw
+                        .get(*k)
+                        .is_some_and(|hw| plan.request.fetch_offset >= *hw);
+                    p.follower_throttled() && !in_sync
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                if let Some(job) = batch.remove(&k) {
+                    held.insert(k, job);
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
         if link.as_ref().is_none_or(|l| l.is_closed()) {
             link = connect(&state, leader).await;
         }
@@ -275,6 +331,7 @@ async fn run_fetcher(
         };
         match response {
             Ok(resp) => {
+                let mut throttled_bytes = 0;
                 for topic in resp.responses {
                     for pd in topic.partitions {
                         let key = (topic.topic.0.to_string(), pd.partition_index);
@@ -287,6 +344,16 @@ async fn run_fetcher(
                                 end_offset: pd.diverging_epoch.end_offset,
                             });
                         let records = pd.records.filter(|r| !r.is_empty());
+                        if let Some(r) = &records {
+                            if p.follower_throttled() {
+                                throttled_bytes += r.len();
+                            }
+                        }
+                        if pd.error_code == 0 && pd.high_watermark >= 0 {
+                            leader_hw.insert(key.clone(), pd.high_watermark);
+                        } else {
+                            leader_hw.remove(&key);
+                        }
                         if records.is_some() {
                             appending.insert(key.clone());
                         }
@@ -303,6 +370,10 @@ async fn run_fetcher(
                         p.on_fetch_response(plan.fetch_id, answer, records);
                     }
                 }
+                // Kafka's `processPartitionData`: every throttled partition's bytes count.
+                state
+                    .replication_quotas
+                    .record(crate::quotas::ReplicationSide::Follower, throttled_bytes);
                 // Partitions the answer left out are asked again.
                 fail_all(batch, ErrorCode::UnknownServerError);
             }

@@ -118,6 +118,8 @@ pub struct BrokerState {
     authorizer: RwLock<Option<Arc<auth::acl::Authorizer>>>,
     /// Client quotas of the applied image, and their rate sensors.
     pub quotas: crate::quotas::ClientQuotas,
+    /// The replication throttles (KIP-73) of the effective broker configs.
+    pub replication_quotas: crate::quotas::ReplicationQuotas,
     /// Open client connections per address and in total (`conn_limits`).
     pub connections: Arc<crate::conn_limits::ConnectionCounts>,
 }
@@ -209,6 +211,7 @@ impl BrokerState {
             publish_lock: Mutex::new(()),
             authorizer: RwLock::new(authorizer_for(&config, &MetadataImage::empty())),
             quotas: crate::quotas::ClientQuotas::new(&config),
+            replication_quotas: crate::quotas::ReplicationQuotas::new(&config),
             connections: Default::default(),
             config,
         }))
@@ -294,8 +297,9 @@ impl BrokerState {
             return;
         }
         let props = self.broker_props();
+        let initial = !self.serving.load(std::sync::atomic::Ordering::Acquire);
         for (listener, tls) in &self.tls {
-            match tls.refresh(&props) {
+            match tls.refresh(&props, initial) {
                 Ok(true) => tracing::info!(%listener, "TLS stores reloaded"),
                 Ok(false) => {}
                 Err(e) => tracing::error!(
@@ -362,6 +366,7 @@ impl BrokerState {
             let props = image
                 .broker_layers(self.node_id, &self.config.props)
                 .effective();
+            self.replication_quotas.update(&props);
             *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
             self.broker_props_version
                 .send_modify(|v| *v = v.wrapping_add(1));
@@ -388,6 +393,7 @@ impl BrokerState {
         }
         if delta.quotas_changed || delta.full {
             self.quotas.update(&image);
+            self.connections.set_ip_quotas(&image);
         }
         if delta.acls_changed || delta.full {
             let authorizer = authorizer_for(&self.config, &image);
@@ -668,8 +674,14 @@ impl BrokerState {
         answer.result
     }
 
-    /// Creates a topic on first use, if `auto.create.topics.enable` allows.
-    pub async fn auto_create(&self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+    /// Creates a topic on first use, if `auto.create.topics.enable` allows; `quota`: the
+    /// controller mutation quota of the client it is created for (this node must then be the
+    /// active controller, which applies it).
+    pub async fn auto_create(
+        &self,
+        name: &str,
+        quota: controller::MutationQuotaRef,
+    ) -> Result<Arc<TopicImage>, ControllerError> {
         let request = Request::CreateTopics {
             topics: vec![controller::TopicSpec {
                 name: name.to_string(),
@@ -680,6 +692,7 @@ impl BrokerState {
             }],
             validate_only: false,
             origin: controller::Origin::Broker,
+            quota,
         };
         let result = match self.controller_call(request).await? {
             Reply::CreateTopics(mut r) if !r.is_empty() => r.remove(0).map(|_| ()),

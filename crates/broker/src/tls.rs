@@ -6,6 +6,9 @@
 //! error naming its key. The stores are reloaded without a restart, as Kafka reloads a
 //! keystore: when the dynamic `listener.name.<listener>.ssl.keystore.location` (or truststore)
 //! names another file, or the same file changed; new handshakes use the new certificate.
+//! As Kafka's `SslFactory`, a new keystore whose certificate has another subject, or lacks
+//! one of the current SubjectAltNames, is refused unless `ssl.allow.dn.changes` /
+//! `ssl.allow.san.changes` (static, per listener or broker-wide) allow it.
 
 use auth::mapping::SslPrincipalMapper;
 use model::security::{ClientAuth, SecurityConfig, TlsListenerConfig};
@@ -35,6 +38,8 @@ pub struct ListenerTls {
 struct Loaded {
     acceptor: tokio_rustls::TlsAcceptor,
     stores: Vec<FileStamp>,
+    /// The subject and SubjectAltNames of the keystore's certificate.
+    identity: auth::dn::CertificateIdentity,
 }
 
 /// A store file as last seen: its path, modification time and length (an in-place renewal
@@ -80,6 +85,22 @@ pub struct TlsConfigError {
     pub reason: String,
 }
 
+/// How Kafka's `SslFactory` words a refused reconfiguration (a ConfigException it wraps).
+const RECONFIGURATION_REFUSED: &str = "Validation of dynamic config update of SSLFactory failed: org.apache.kafka.common.config.ConfigException: ";
+
+impl TlsConfigError {
+    /// The message for the client whose change was refused: Kafka's own where Kafka refuses
+    /// the change for the same reason (a certificate that may not replace the current one),
+    /// else the key and the reason.
+    pub fn client_message(&self) -> String {
+        if self.reason.starts_with(RECONFIGURATION_REFUSED) {
+            self.reason.clone()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
 fn err(key: &str, reason: impl Into<String>) -> TlsConfigError {
     TlsConfigError {
         key: key.to_string(),
@@ -109,10 +130,14 @@ fn certificates(key: &str, path: &str) -> Result<Vec<CertificateDer<'static>>, T
     Ok(certs)
 }
 
-/// Builds one listener's TLS acceptor from its stores.
-fn acceptor(c: &TlsListenerConfig) -> Result<tokio_rustls::TlsAcceptor, TlsConfigError> {
+/// Builds one listener's TLS acceptor from its stores, with the identity of its certificate.
+fn acceptor(
+    c: &TlsListenerConfig,
+) -> Result<(tokio_rustls::TlsAcceptor, auth::dn::CertificateIdentity), TlsConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates(&c.keystore_key, &c.keystore_location)?;
+    let identity = auth::dn::certificate_identity(&chain[0])
+        .map_err(|e| err(&c.keystore_key, format!("{}: {e}", c.keystore_location)))?;
     let key = PrivateKeyDer::from_pem_file(&c.keystore_location).map_err(|e| {
         err(
             &c.keystore_key,
@@ -153,20 +178,24 @@ fn acceptor(c: &TlsListenerConfig) -> Result<tokio_rustls::TlsAcceptor, TlsConfi
     let config = builder
         .with_single_cert(chain, key)
         .map_err(|e| err(&c.keystore_key, e.to_string()))?;
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), identity))
 }
 
 impl ListenerTls {
     /// Loads a listener's stores and principal mapping from its configured settings.
     pub fn load(listener: &str, c: &TlsListenerConfig) -> Result<ListenerTls, TlsConfigError> {
         let stores = FileStamp::stores(c);
-        let acceptor = acceptor(c)?;
+        let (acceptor, identity) = acceptor(c)?;
         let mapper = SslPrincipalMapper::parse(&c.principal_mapping_rules)
             .map_err(|e| err("ssl.principal.mapping.rules", e.to_string()))?;
         Ok(ListenerTls {
             listener: listener.to_string(),
             base: c.clone(),
-            current: RwLock::new(Loaded { acceptor, stores }),
+            current: RwLock::new(Loaded {
+                acceptor,
+                stores,
+                identity,
+            }),
             mapper,
         })
     }
@@ -200,15 +229,42 @@ impl ListenerTls {
         c
     }
 
-    /// Checks the stores `props` name can be loaded, loading nothing into the listener (a
-    /// dynamic change is refused otherwise, as Kafka validates a reconfiguration).
+    /// Checks the stores `props` name can be loaded and their certificate may replace the
+    /// current one, loading nothing into the listener (a dynamic change is refused otherwise,
+    /// as Kafka validates a reconfiguration).
     pub fn check(&self, props: &BTreeMap<String, String>) -> Result<(), TlsConfigError> {
-        acceptor(&self.effective(props)).map(|_| ())
+        let c = self.effective(props);
+        let (_, identity) = acceptor(&c)?;
+        self.compatible(&c, &identity)
+    }
+
+    /// Kafka's `CertificateEntries.ensureCompatible` of a new keystore's certificate with the
+    /// current one; the error carries Kafka's message.
+    fn compatible(
+        &self,
+        c: &TlsListenerConfig,
+        new: &auth::dn::CertificateIdentity,
+    ) -> Result<(), TlsConfigError> {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        current
+            .identity
+            .ensure_compatible(new, c.allow_dn_changes, c.allow_san_changes)
+            .map_err(|e| TlsConfigError {
+                key: c.keystore_key.clone(),
+                reason: format!("{RECONFIGURATION_REFUSED}{e}"),
+            })
     }
 
     /// Reloads the stores when `props` name other files than those loaded, or a loaded file
-    /// changed since. `Ok(true)` when reloaded; on an error the current acceptor stays.
-    pub fn refresh(&self, props: &BTreeMap<String, String>) -> Result<bool, TlsConfigError> {
+    /// changed since. `Ok(true)` when reloaded; on an error (a store that cannot be used, or,
+    /// unless `initial`, a certificate that may not replace the current one) the current
+    /// acceptor stays. `initial`: the broker's first configuration, before it serves (Kafka
+    /// starts with its dynamic stores and compares nothing).
+    pub fn refresh(
+        &self,
+        props: &BTreeMap<String, String>,
+        initial: bool,
+    ) -> Result<bool, TlsConfigError> {
         let c = self.effective(props);
         let stores = FileStamp::stores(&c);
         if self
@@ -220,8 +276,15 @@ impl ListenerTls {
         {
             return Ok(false);
         }
-        let acceptor = acceptor(&c)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Loaded { acceptor, stores };
+        let (acceptor, identity) = acceptor(&c)?;
+        if !initial {
+            self.compatible(&c, &identity)?;
+        }
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Loaded {
+            acceptor,
+            stores,
+            identity,
+        };
         Ok(true)
     }
 

@@ -257,6 +257,7 @@ impl Transactions {
             }],
             validate_only: false,
             origin: controller::Origin::Broker,
+            quota: None,
         };
         let result = match state.controller_call(request).await {
             Ok(controller::Reply::CreateTopics(mut r)) if !r.is_empty() => r.remove(0).map(|_| ()),
@@ -523,6 +524,7 @@ impl Transactions {
             api_version: version,
             client_id,
             client_host,
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let now = state.clock.now_ms();
         {

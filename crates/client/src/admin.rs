@@ -188,6 +188,10 @@ impl Admin {
         crate::cluster::broker_timeout_ms(self.client.config().request_timeout_ms)
     }
 
+    pub(crate) fn broker_timeout_ms(&self) -> i32 {
+        self.timeout_ms()
+    }
+
     /// Creates one topic.
     pub async fn create_topic(&self, topic: NewTopic) -> Result<()> {
         self.create_topics(vec![topic])
@@ -367,7 +371,13 @@ impl Admin {
                 .with_resource_name(sb(name))
                 .with_configs(configs),
         ]);
-        let resp = self.client.send_controller(&req).await?;
+        // A broker's own configs go to that broker, as Kafka's admin client sends them (a
+        // Kafka broker refuses another broker's id: INVALID_REQUEST); the cluster-wide
+        // default ("") and topics to the controller.
+        let resp = match (resource, name.parse::<i32>()) {
+            (ResourceType::Broker, Ok(id)) => self.client.send_to(id, &req).await?,
+            _ => self.client.send_controller(&req).await?,
+        };
         for r in &resp.responses {
             Error::check_msg(r.error_code, r.error_message.as_deref())?;
         }

@@ -320,6 +320,8 @@ fn schema(api: ApiKey) -> Option<(Option<i16>, &'static S)> {
         ApiKey::DescribeUserScramCredentials => (Some(0), &DESCRIBE_USER_SCRAM),
         ApiKey::DescribeClientQuotas => (Some(1), &DESCRIBE_CLIENT_QUOTAS),
         ApiKey::AlterClientQuotas => (Some(1), &ALTER_CLIENT_QUOTAS),
+        ApiKey::AlterPartitionReassignments => (Some(0), &ALTER_PARTITION_REASSIGNMENTS),
+        ApiKey::ListPartitionReassignments => (Some(0), &LIST_PARTITION_REASSIGNMENTS),
         _ => return None,
     })
 }
@@ -831,6 +833,31 @@ static DESCRIBE_CLIENT_QUOTAS: S = s(&[
 ]);
 static QUOTA_ALTER_RESULT: S = s(&[F(ALL, I16), F(ALL, Str), F(ALL, Array(&QUOTA_ENTITY))]);
 static ALTER_CLIENT_QUOTAS: S = s(&[F(ALL, I32), F(ALL, Array(&QUOTA_ALTER_RESULT))]);
+// Partition reassignments (KIP-455; flexible from v0)
+static REASSIGNABLE_PARTITION_RESPONSE: S = s(&[F(ALL, I32), F(ALL, I16), F(ALL, Str)]);
+static REASSIGNABLE_TOPIC_RESPONSE: S =
+    s(&[F(ALL, Str), F(ALL, Array(&REASSIGNABLE_PARTITION_RESPONSE))]);
+static ALTER_PARTITION_REASSIGNMENTS: S = s(&[
+    F(ALL, I32),
+    F(from(1), Bool),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&REASSIGNABLE_TOPIC_RESPONSE)),
+]);
+static ONGOING_PARTITION_REASSIGNMENT: S = s(&[
+    F(ALL, I32),
+    F(ALL, ArrayI32),
+    F(ALL, ArrayI32),
+    F(ALL, ArrayI32),
+]);
+static ONGOING_TOPIC_REASSIGNMENT: S =
+    s(&[F(ALL, Str), F(ALL, Array(&ONGOING_PARTITION_REASSIGNMENT))]);
+static LIST_PARTITION_REASSIGNMENTS: S = s(&[
+    F(ALL, I32),
+    F(ALL, I16),
+    F(ALL, Str),
+    F(ALL, Array(&ONGOING_TOPIC_REASSIGNMENT)),
+]);
 
 #[cfg(test)]
 mod tests {
@@ -1081,6 +1108,37 @@ mod tests {
         ]);
         assert!(check_all::<AlterClientQuotasRequest>(&a) > 0);
         assert!(mutate_all::<AlterClientQuotasRequest>(&a) > 0);
+    }
+
+    #[test]
+    fn reassignment_responses_walk_exactly() {
+        use alter_partition_reassignments_response::{
+            ReassignablePartitionResponse, ReassignableTopicResponse,
+        };
+        use list_partition_reassignments_response::{
+            OngoingPartitionReassignment, OngoingTopicReassignment,
+        };
+        let a = AlterPartitionReassignmentsResponse::default()
+            .with_error_message(Some(st("m")))
+            .with_responses(vec![ReassignableTopicResponse::default()
+                .with_name(TopicName(st("t")))
+                .with_partitions(vec![ReassignablePartitionResponse::default()
+                    .with_partition_index(3)
+                    .with_error_code(85)
+                    .with_error_message(Some(st("no")))])]);
+        assert_eq!(check_all::<AlterPartitionReassignmentsRequest>(&a), 2);
+        assert!(mutate_all::<AlterPartitionReassignmentsRequest>(&a) > 0);
+        let l = ListPartitionReassignmentsResponse::default().with_topics(vec![
+            OngoingTopicReassignment::default()
+                .with_name(TopicName(st("t")))
+                .with_partitions(vec![OngoingPartitionReassignment::default()
+                    .with_partition_index(0)
+                    .with_replicas(vec![BrokerId(1), BrokerId(3), BrokerId(2)])
+                    .with_adding_replicas(vec![BrokerId(3)])
+                    .with_removing_replicas(vec![BrokerId(2)])]),
+        ]);
+        assert_eq!(check_all::<ListPartitionReassignmentsRequest>(&l), 1);
+        assert!(mutate_all::<ListPartitionReassignmentsRequest>(&l) > 0);
     }
 
     #[test]

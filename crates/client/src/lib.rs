@@ -79,6 +79,7 @@
 
 mod admin;
 mod admin_quota;
+mod admin_reassign;
 mod admin_security;
 mod admin_txn;
 mod cluster;
@@ -100,6 +101,7 @@ pub use admin::{
     QuorumInfo, QuorumVoter, ResourceType,
 };
 pub use admin_quota::{ClientQuotas, QuotaEntity, QuotaMatch, QuotaOp};
+pub use admin_reassign::OngoingReassignment;
 pub use admin_security::{ScramUpsert, UserScramCredentials};
 pub use auth::ScramMechanism;
 

@@ -80,6 +80,9 @@ rpc!(DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse
 // Client quotas (v1 is the flexible version; Kafka 4 serves 0-1).
 rpc!(DescribeClientQuotasRequest => DescribeClientQuotasResponse, DescribeClientQuotas, 0, 1);
 rpc!(AlterClientQuotasRequest => AlterClientQuotasResponse, AlterClientQuotas, 0, 1);
+// Partition reassignments (KIP-455; v1 adds allow_replication_factor_change).
+rpc!(AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, AlterPartitionReassignments, 0, 1);
+rpc!(ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, ListPartitionReassignments, 0, 0);
 // Cluster-internal requests (to a controller listener) and the quorum's description.
 rpc!(DescribeQuorumRequest => DescribeQuorumResponse, DescribeQuorum, 0, 2);
 rpc!(BrokerRegistrationRequest => BrokerRegistrationResponse, BrokerRegistration, 3, 4);

@@ -2,8 +2,10 @@
 //! brokers compares equal, and nothing else does. Each rule, and why it is legitimate:
 //!
 //! - `throttle_time_ms` -> 0: quota throttling depends on load, not on semantics.
-//! - `error_message` (and `batch_index_error_message`) -> null: only error codes are compared;
-//!   messages are free text (clients show them, none branch on them).
+//! - `error_message` (and `batch_index_error_message`) -> `"<message>"` when it has text:
+//!   messages are free text (clients show them, none branch on them). Null and `""` are kept:
+//!   whether a message is there at all is the broker's answer (Kafka answers null on success
+//!   where its `ApiError` carries none, `""` where the schema default stands).
 //! - `documentation` -> `"<doc>"` when present: config docs are prose.
 //! - `cluster_id` -> `"$cluster"`; node ids equal to the broker's own id (`node_id`,
 //!   `leader_id`, `controller_id`, `broker_id`, replica/ISR lists) -> `"$node"`; `host` and
@@ -260,7 +262,12 @@ impl Normalizer {
     fn scalar(&mut self, key: &str, v: Value, name: Option<&str>) -> Value {
         match key {
             "throttle_time_ms" => Value::from(0),
-            "error_message" | "batch_index_error_message" => Value::Null,
+            // The text is free, but whether there is one is not: Kafka answers null on
+            // success where its ApiError has no message, "" where the schema default stands.
+            "error_message" | "batch_index_error_message" => match v {
+                Value::String(s) if !s.is_empty() => Value::String("<message>".into()),
+                other => other,
+            },
             "documentation" if !v.is_null() => Value::String("<doc>".into()),
             "cluster_id" if v.as_str().is_some_and(|c| !c.is_empty()) => {
                 Value::String("$cluster".into())
@@ -365,6 +372,26 @@ mod tests {
             },
             "cfabcd00001-".into(),
         )
+    }
+
+    #[test]
+    fn an_error_messages_text_is_hidden_but_not_whether_there_is_one() {
+        let v = n().response(
+            "IncrementalAlterConfigs",
+            &json!({}),
+            1,
+            json!({"responses": [
+                {"resource_name": "a", "error_code": 0, "error_message": null},
+                {"resource_name": "b", "error_code": 0, "error_message": ""},
+                {"resource_name": "c", "error_code": 42, "error_message": "Unknown operation 9"}]}),
+        );
+        assert_eq!(
+            v,
+            json!({"responses": [
+                {"resource_name": "a", "error_code": 0, "error_message": null},
+                {"resource_name": "b", "error_code": 0, "error_message": ""},
+                {"resource_name": "c", "error_code": 42, "error_message": "<message>"}]})
+        );
     }
 
     #[test]

@@ -128,7 +128,8 @@ fn opt<T: Json>(o: &Map<String, Value>, k: &str, default: T) -> Result<T, JsonEr
 ///   `base_sequence`, `transactional`, `control`, `timestamp_type` ("create" or
 ///   "log_append"), `base_offset`, `partition_leader_epoch`;
 /// - `corrupt`: "crc" (flip a CRC bit), "magic0"/"magic1"/"magic3" (another magic byte),
-///   "records_count" (claim one record more), "truncate" (drop the last byte, length kept).
+///   "records_count" (claim one record more), "truncate" (drop the last byte, length kept),
+///   "short_length" (a batch length of 13, below the smallest record overhead).
 pub fn batch_from_spec(v: &Value) -> Result<Bytes, JsonError> {
     let o = v
         .as_object()
@@ -237,6 +238,7 @@ pub fn batch_from_spec(v: &Value) -> Result<Bytes, JsonError> {
         Some("magic0") => bytes[MAGIC_OFFSET] = 0,
         Some("magic1") => bytes[MAGIC_OFFSET] = 1,
         Some("magic3") => bytes[MAGIC_OFFSET] = 3,
+        Some("short_length") => bytes[8..12].copy_from_slice(&13i32.to_be_bytes()),
         Some("records_count") => {
             let n = i32::from_be_bytes([
                 bytes[RECORDS_COUNT_OFFSET],

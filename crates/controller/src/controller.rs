@@ -4,7 +4,7 @@ use crate::election::{self, Election};
 use crate::placement::{self, Candidate, Load};
 use crate::policy;
 use crate::reassignment;
-use crate::ControllerError;
+use crate::{ControllerError, MutationQuotaRef};
 use auth::acl::{AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern};
 use metadata::image::format_id;
 use metadata::{
@@ -156,6 +156,14 @@ pub struct IsrChange {
     pub leader_recovery_state: i8,
 }
 
+/// Applies a request's mutation quota (if any) to one topic's partitions.
+fn apply_quota(quota: &MutationQuotaRef, partitions: usize) -> Result<(), ControllerError> {
+    match quota {
+        Some(q) => q.apply(u32::try_from(partitions).unwrap_or(u32::MAX)),
+        None => Ok(()),
+    }
+}
+
 /// A request to the controller.
 #[derive(Clone, Debug)]
 pub enum Request {
@@ -163,15 +171,18 @@ pub enum Request {
         topics: Vec<TopicSpec>,
         validate_only: bool,
         origin: Origin,
+        quota: MutationQuotaRef,
     },
     DeleteTopics {
         topics: Vec<TopicRef>,
+        quota: MutationQuotaRef,
     },
     /// (topic, new total count, replicas of each new partition or empty to place them)
     CreatePartitions {
         topics: Vec<(String, i32, Vec<Vec<NodeId>>)>,
         validate_only: bool,
         origin: Origin,
+        quota: MutationQuotaRef,
     },
     AlterConfigs {
         changes: Vec<ConfigChange>,
@@ -552,22 +563,24 @@ impl Controller {
                 topics,
                 validate_only,
                 origin,
+                quota,
             } => Reply::CreateTopics(
                 topics
                     .into_iter()
-                    .map(|t| self.create_topic(&mut records, t, validate_only, origin))
+                    .map(|t| self.create_topic(&mut records, t, validate_only, origin, &quota))
                     .collect(),
             ),
-            Request::DeleteTopics { topics } => Reply::DeleteTopics(
+            Request::DeleteTopics { topics, quota } => Reply::DeleteTopics(
                 topics
                     .into_iter()
-                    .map(|t| self.delete_topic(&mut records, t))
+                    .map(|t| self.delete_topic(&mut records, t, &quota))
                     .collect(),
             ),
             Request::CreatePartitions {
                 topics,
                 validate_only,
                 origin,
+                quota,
             } => Reply::CreatePartitions(
                 topics
                     .into_iter()
@@ -581,6 +594,7 @@ impl Controller {
                             count,
                             assignment,
                             validate_only,
+                            &quota,
                         )
                     })
                     .collect(),
@@ -1134,6 +1148,7 @@ impl Controller {
         spec: TopicSpec,
         validate_only: bool,
         origin: Origin,
+        quota: &MutationQuotaRef,
     ) -> Result<CreatedTopic, ControllerError> {
         // An internal topic that exists is answered as any existing topic (Kafka's answer);
         // the policy refuses a client's creation of one that does not.
@@ -1222,6 +1237,8 @@ impl Controller {
             self.config.max_broker_partitions,
             self.config.max_broker_partitions_note.as_deref(),
         )?;
+        // As Kafka: the quota is taken once the topic passed every check, validate-only too.
+        apply_quota(quota, assignment.len())?;
         let rf = assignment.first().map_or(0, Vec::len) as i16;
         let id = self.ids.topic_id();
         let created = CreatedTopic {
@@ -1269,6 +1286,7 @@ impl Controller {
         &mut self,
         records: &mut Vec<MetadataRecord>,
         topic: TopicRef,
+        quota: &MutationQuotaRef,
     ) -> Result<(String, TopicId), ControllerError> {
         let found = match &topic {
             TopicRef::Name(n) => self.speculative.topic(n).cloned().ok_or_else(|| {
@@ -1287,6 +1305,7 @@ impl Controller {
                 format!("Topic '{}' is internal and cannot be deleted.", found.name),
             ));
         }
+        apply_quota(quota, found.partitions.len())?;
         self.emit(
             records,
             MetadataRecord::RemoveTopic {
@@ -1312,6 +1331,7 @@ impl Controller {
         count: i32,
         assignment: Vec<Vec<NodeId>>,
         validate_only: bool,
+        quota: &MutationQuotaRef,
     ) -> Result<(), ControllerError> {
         let topic = self.existing_topic(name)?;
         let current = topic.partitions.len() as i32;
@@ -1328,6 +1348,17 @@ impl Controller {
             ));
         }
         let added = (count - current) as usize;
+        if !assignment.is_empty() && assignment.len() != added {
+            return Err(ControllerError::new(
+                ErrorCode::InvalidReplicaAssignment,
+                format!(
+                    "Increasing the number of partitions by {added} but {} assignments provided.",
+                    assignment.len()
+                ),
+            ));
+        }
+        // As Kafka: the quota is taken before the new partitions are placed.
+        apply_quota(quota, added)?;
         let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
         let new = if assignment.is_empty() {
             let candidates = self.usable_candidates();
@@ -1342,12 +1373,6 @@ impl Controller {
             placement::place(&candidates, added, rf, &mut load)
                 .map_err(|m| ControllerError::new(ErrorCode::InvalidReplicationFactor, m))?
         } else {
-            if assignment.len() != added {
-                return Err(ControllerError::new(
-                    ErrorCode::InvalidReplicaAssignment,
-                    format!("Increasing the number of partitions by {added} but {} assignments provided.", assignment.len()),
-                ));
-            }
             self.validate_assignment(&assignment)?;
             assignment
         };
@@ -1765,6 +1790,7 @@ impl Controller {
                 }
             }
         }
+        elr_min_isr_rule(broker, &change, &current, &next)?;
         if validate_only {
             return Ok(());
         }
@@ -2319,6 +2345,35 @@ impl Controller {
             },
         );
     }
+}
+
+/// Eligible leader replicas (KIP-966, always on in Moldau as in a new Kafka 4.4 cluster) need
+/// every broker to agree on which partitions are under `min.insync.replicas`, so Kafka's
+/// controller refuses a per-broker value and the removal of the cluster-wide one
+/// (KAFKA-16540; INVALID_CONFIG, after the values' own checks).
+fn elr_min_isr_rule(
+    broker: &str,
+    change: &ConfigChange,
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> Result<(), ControllerError> {
+    const KEY: &str = "min.insync.replicas";
+    let named = change.changes.get(KEY);
+    if !broker.is_empty() && (named.is_some() || current.get(KEY) != next.get(KEY)) {
+        return Err(ControllerError::new(
+            ErrorCode::InvalidConfig,
+            format!("Broker-level {KEY} cannot be altered while ELR is enabled."),
+        ));
+    }
+    let removed = named.is_some_and(Option::is_none)
+        || (current.contains_key(KEY) && !next.contains_key(KEY));
+    if broker.is_empty() && removed {
+        return Err(ControllerError::new(
+            ErrorCode::InvalidConfig,
+            format!("Cluster-level {KEY} cannot be removed while ELR is enabled."),
+        ));
+    }
+    Ok(())
 }
 
 /// What turns config set `current` into `next`: keys to set (`Some`), then keys to remove.

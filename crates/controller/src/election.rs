@@ -3,7 +3,9 @@
 //!
 //! Kafka 4.4 enables ELR on new clusters (`eligible.leader.replicas.version=1` comes with
 //! metadata version 4.1-IV0), and so does Moldau, always:
-//! - while the target ISR has at least `min.insync.replicas` members the ELR is empty;
+//! - while the target ISR has at least `min.insync.replicas` members the ELR is empty (the
+//!   setting capped at the replica count, as the replicas apply it for acks=all and the HW:
+//!   Kafka's `getTopicEffectiveMinIsr` and `Partition.effectiveMinIsr`);
 //! - below it, every member of the old ISR or ELR that is not in the target ISR is in the ELR
 //!   (the HW cannot advance on an ISR below `min.insync.replicas`, so they hold everything
 //!   committed);
@@ -42,7 +44,8 @@ pub struct Change {
     pub unclean: bool,
 }
 
-/// Applies `target_isr` to `prev`, recomputes the ELR for `min_isr`, and elects by
+/// Applies `target_isr` to `prev`, recomputes the ELR for `min_isr` (the topic's
+/// `min.insync.replicas`, capped here at the partition's replica count), and elects by
 /// `election` among the replicas `acceptable` says may lead (registered, unfenced, not
 /// shutting down).
 pub fn change(
@@ -69,7 +72,9 @@ pub fn change(
         }
         None => (prev, target_isr),
     };
-    let min_isr = min_isr.max(1);
+    // The replicas apply the setting capped at the replica count (Kafka's effectiveMinIsr on
+    // both sides); the registration's own replicas, after a completed reassignment.
+    let min_isr = model::config::effective_min_isr(min_isr, prev.replicas.len());
     let mut elr: Vec<NodeId> = if target_isr.len() >= min_isr {
         Vec::new()
     } else {
@@ -235,5 +240,73 @@ mod tests {
                 .leader,
             3
         );
+    }
+
+    /// The ELR follows the minimum the replicas apply (`min.insync.replicas` capped at the
+    /// replica count, below which their HW stands still): a target ISR at it empties the ELR
+    /// (also the full ISR where the setting is above the replica count), and a member leaving
+    /// an ISR that falls below it stays eligible. Every valid registration of one to three
+    /// replicas, every target ISR, settings 1 to 5.
+    #[test]
+    fn the_elr_follows_the_replicas_effective_min_isr() {
+        let subsets = |of: &[i32]| -> Vec<Vec<i32>> {
+            (0..1u32 << of.len())
+                .map(|m| {
+                    of.iter()
+                        .enumerate()
+                        .filter(|(i, _)| m & (1 << i) != 0)
+                        .map(|(_, &r)| r)
+                        .collect()
+                })
+                .collect()
+        };
+        let mut checked = 0;
+        for replicas in [vec![1], vec![1, 2], vec![1, 2, 3]] {
+            for isr in subsets(&replicas) {
+                let rest: Vec<i32> = replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !isr.contains(r))
+                    .collect();
+                for elr in subsets(&rest) {
+                    if isr.is_empty() && elr.is_empty() {
+                        continue;
+                    }
+                    let leader = isr.first().copied().unwrap_or(-1);
+                    let p = reg(&replicas, &isr, &elr, leader);
+                    for target in subsets(&replicas) {
+                        for min_isr in 1..=5 {
+                            let c = change(&p, target.clone(), min_isr, |_| true, Election::Online);
+                            let n = &c.next;
+                            let effective =
+                                model::config::effective_min_isr(min_isr, n.replicas.len());
+                            if target.len() >= effective {
+                                assert!(n.elr.is_empty(), "{p:?} -> {target:?}, {min_isr}: {n:?}");
+                            } else {
+                                for r in isr.iter().filter(|r| !target.contains(r)) {
+                                    assert!(
+                                        n.elr.contains(r) || n.leader == *r,
+                                        "{p:?} -> {target:?}, {min_isr}: {n:?}"
+                                    );
+                                }
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
+    }
+
+    #[test]
+    fn a_setting_above_the_replica_count_is_capped_at_it() {
+        // Two replicas, min.insync.replicas=3: the full ISR is enough (as acks=all is on the
+        // replicas), one below it puts the leaving member in the ELR.
+        let p = reg(&[1, 2], &[1, 2], &[], 1);
+        let c = change(&p, vec![1], 3, |_| true, Election::Online);
+        assert_eq!((&c.next.isr[..], &c.next.elr[..]), (&[1][..], &[2][..]));
+        let c = change(&c.next, vec![1, 2], 3, |_| true, Election::Online);
+        assert_eq!((&c.next.isr[..], &c.next.elr[..]), (&[1, 2][..], &[][..]));
     }
 }

@@ -38,6 +38,19 @@ pub use election::Election;
 
 use model::ErrorCode;
 
+/// The controller mutation quota (KIP-599) of the client a CreateTopics, CreatePartitions or
+/// DeleteTopics came from, as Kafka's `ControllerRequestContext.applyPartitionChangeQuota`:
+/// the controller applies it to each topic's partition count once the topic passed its
+/// other checks (so a refused topic costs nothing), before it writes anything for it. The
+/// quota, its state and its clock belong to the caller; the controller only asks.
+pub trait MutationQuota: std::fmt::Debug + Send + Sync {
+    /// Takes `partitions` mutations, or refuses them with THROTTLING_QUOTA_EXCEEDED.
+    fn apply(&self, partitions: u32) -> Result<(), ControllerError>;
+}
+
+/// A request's mutation quota; `None`: not subject to one.
+pub type MutationQuotaRef = Option<std::sync::Arc<dyn MutationQuota>>;
+
 /// A rejected request: Kafka's error code and a message for the client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]

@@ -113,6 +113,7 @@ impl Harness {
             }],
             validate_only: false,
             origin: Origin::Client,
+            quota: None,
         });
         let Reply::CreateTopics(mut results) = r else {
             panic!("{r:?}")
@@ -142,9 +143,15 @@ fn pending_proposals_are_seen_by_later_requests_and_dropped_with_leadership() {
     h.c.deactivate();
     h.queue.clear();
     assert_eq!(
-        h.c.handle(Request::DeleteTopics { topics: vec![] }, 0)
-            .unwrap_err()
-            .code,
+        h.c.handle(
+            Request::DeleteTopics {
+                topics: vec![],
+                quota: None
+            },
+            0
+        )
+        .unwrap_err()
+        .code,
         ErrorCode::NotController
     );
     let d = h.c.activate(5);
@@ -254,6 +261,7 @@ fn unclean_election_only_where_enabled() {
         }],
         validate_only: false,
         origin: Origin::Client,
+        quota: None,
     });
     h.commit_all();
     // Broker 2 leaves the ISR (fenced), then broker 1 dies too: unclean election picks 2 when
@@ -374,6 +382,31 @@ fn dynamic_broker_configs_are_checked_as_kafka_checks_them_and_committed() {
         h.image.broker_configs[""],
         BTreeMap::from([("log.segment.bytes".to_string(), "1048576".to_string())])
     );
+
+    // Eligible leader replicas need one min.insync.replicas for the whole cluster, as in Kafka
+    // 4.4 (KAFKA-16540): a broker's own value, set (also by a legacy replace) or removed, is
+    // INVALID_CONFIG; a bad value is still INVALID_REQUEST first; the cluster-wide one may
+    // change but not be removed.
+    let min_isr = "min.insync.replicas";
+    for (value, replace_all) in [(Some("2"), false), (Some("2"), true), (None, false)] {
+        let e = alter_broker(&mut h, "1", &[(min_isr, value)], replace_all).unwrap_err();
+        assert_eq!(e.0, ErrorCode::InvalidConfig, "{value:?}: {e:?}");
+    }
+    let e = alter_broker(&mut h, "1", &[(min_isr, Some("0"))], false).unwrap_err();
+    assert_eq!(e.0, ErrorCode::InvalidRequest, "{e:?}");
+    alter_broker(&mut h, "", &[(min_isr, Some("2"))], false).unwrap();
+    assert_eq!(h.image.broker_configs[""][min_isr], "2");
+    for replace_all in [false, true] {
+        let change: &[(&str, Option<&str>)] = if replace_all {
+            &[("log.segment.bytes", Some("1048576"))]
+        } else {
+            &[(min_isr, None)]
+        };
+        let e = alter_broker(&mut h, "", change, replace_all).unwrap_err();
+        assert_eq!(e.0, ErrorCode::InvalidConfig, "{e:?}");
+    }
+    assert_eq!(h.image.broker_configs[""][min_isr], "2");
+    assert!(!h.image.broker_configs.contains_key("1"));
 }
 
 #[test]
@@ -1040,6 +1073,7 @@ fn after_every_replica_crashed_an_eligible_leader_replica_leads_again() {
             }],
             validate_only: false,
             origin: Origin::Client,
+            quota: None,
         });
         assert!(
             matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
@@ -1114,6 +1148,7 @@ fn elect_leaders_preferred_and_unclean() {
         }],
         validate_only: false,
         origin: Origin::Client,
+        quota: None,
     });
     assert!(
         matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
@@ -1222,6 +1257,7 @@ fn unclean_elect_leaders_brings_an_offline_partition_back() {
         }],
         validate_only: false,
         origin: Origin::Client,
+        quota: None,
     });
     assert!(
         matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
@@ -1290,6 +1326,7 @@ fn create_assigned(h: &mut Harness, name: &str, replicas: Vec<i32>) {
         }],
         validate_only: false,
         origin: Origin::Client,
+        quota: None,
     });
     assert!(
         matches!(r, Reply::CreateTopics(ref v) if v[0].is_ok()),
@@ -1442,4 +1479,114 @@ fn a_reassignment_is_cancelled_and_refused_as_kafka_refuses_it() {
         reassign(&mut h, "t", 0, None),
         Err(ErrorCode::NoReassignmentInProgress)
     );
+}
+
+/// A quota that grants a fixed number of partitions and remembers what it was asked.
+#[derive(Debug)]
+struct Allowance {
+    left: std::sync::Mutex<u32>,
+    asked: std::sync::Mutex<Vec<u32>>,
+}
+
+impl controller::MutationQuota for Allowance {
+    fn apply(&self, partitions: u32) -> Result<(), controller::ControllerError> {
+        self.asked.lock().unwrap().push(partitions);
+        let mut left = self.left.lock().unwrap();
+        if *left == 0 {
+            return Err(controller::ControllerError::new(
+                ErrorCode::ThrottlingQuotaExceeded,
+                "The throttling quota has been exceeded.",
+            ));
+        }
+        *left = left.saturating_sub(partitions);
+        Ok(())
+    }
+}
+
+/// KIP-599: the controller asks the request's mutation quota for each topic's partitions
+/// once the topic passed its checks (a topic refused for another reason costs nothing), and
+/// a topic the quota refuses gets THROTTLING_QUOTA_EXCEEDED and writes nothing.
+#[test]
+fn the_mutation_quota_is_asked_per_topic_after_its_checks() {
+    let mut h = Harness::new(config());
+    h.register(1, None);
+    assert_eq!(h.create("existing", 2, 1), Ok(()));
+    h.commit_all();
+    let quota = Arc::new(Allowance {
+        left: std::sync::Mutex::new(4),
+        asked: std::sync::Mutex::new(Vec::new()),
+    });
+    let q: controller::MutationQuotaRef = Some(quota.clone());
+    let spec = |name: &str, partitions| TopicSpec {
+        name: name.into(),
+        partitions,
+        replication_factor: 1,
+        assignment: Vec::new(),
+        configs: BTreeMap::new(),
+    };
+    let r = h.call(Request::CreateTopics {
+        topics: vec![
+            spec("existing", 3),
+            spec("a", 5),
+            spec("b", 1),
+            spec("bad", 0),
+        ],
+        validate_only: false,
+        origin: Origin::Client,
+        quota: q.clone(),
+    });
+    let Reply::CreateTopics(results) = r else {
+        panic!("{r:?}")
+    };
+    let codes: Vec<_> = results
+        .iter()
+        .map(|r| r.as_ref().err().map(|e| e.code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            Some(ErrorCode::TopicAlreadyExists),
+            None,
+            Some(ErrorCode::ThrottlingQuotaExceeded),
+            Some(ErrorCode::InvalidPartitions),
+        ]
+    );
+    assert_eq!(*quota.asked.lock().unwrap(), vec![5, 1]);
+    h.commit_all();
+    assert!(h.image.topic("a").is_some());
+    assert!(h.image.topic("b").is_none());
+    // CreatePartitions asks for the partitions added, DeleteTopics for the topic's count.
+    *quota.left.lock().unwrap() = 100;
+    let r = h.call(Request::CreatePartitions {
+        topics: vec![("existing".into(), 5, Vec::new())],
+        validate_only: false,
+        origin: Origin::Client,
+        quota: q.clone(),
+    });
+    assert!(
+        matches!(r, Reply::CreatePartitions(ref v) if v[0].is_ok()),
+        "{r:?}"
+    );
+    h.commit_all();
+    let r = h.call(Request::DeleteTopics {
+        topics: vec![controller::TopicRef::Name("existing".into())],
+        quota: q.clone(),
+    });
+    assert!(
+        matches!(r, Reply::DeleteTopics(ref v) if v[0].is_ok()),
+        "{r:?}"
+    );
+    h.commit_all();
+    assert_eq!(*quota.asked.lock().unwrap(), vec![5, 1, 3, 5]);
+    *quota.left.lock().unwrap() = 0;
+    let r = h.call(Request::DeleteTopics {
+        topics: vec![controller::TopicRef::Name("a".into())],
+        quota: q,
+    });
+    assert!(
+        matches!(r, Reply::DeleteTopics(ref v) if v[0].as_ref().is_err_and(|e| e.code == ErrorCode::ThrottlingQuotaExceeded)),
+        "{r:?}"
+    );
+    h.commit_all();
+    assert!(h.image.topic("a").is_some());
 }

@@ -426,14 +426,7 @@ impl GroupCoordinator {
                 .group(&group_id)
                 .is_some_and(|g| !g.is_empty())
             {
-                self.join_consumer_group(
-                    pending,
-                    ctx.client_id,
-                    ctx.client_host,
-                    &req,
-                    now_ms,
-                    &mut out,
-                );
+                self.join_consumer_group(pending, ctx, &req, now_ms, &mut out);
                 return out;
             }
             self.retire_empty_consumer_group(&group_id, &mut out);

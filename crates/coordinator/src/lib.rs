@@ -72,6 +72,41 @@ pub struct RequestContext<'a> {
     pub client_id: &'a str,
     /// The client's address as Kafka shows it (`/127.0.0.1`).
     pub client_host: &'a str,
+    /// The topics the requester may see, for the subscription regexes this request resolves.
+    pub visible_topics: TopicVisibility<'a>,
+}
+
+/// Which topics a request's principal may see: DESCRIBE on the topic, as the runtime's
+/// authorizer decides. Kafka keeps only such topics in what the subscription regexes of a
+/// consumer group resolve to (`TopicRegexResolver.filterTopicDescribeAuthorizedTopics`, with
+/// the principal of the heartbeat that triggers the resolution); the coordinator is handed
+/// this filter rather than calling an authorizer itself. `ALL` without an authorizer.
+#[derive(Clone, Copy)]
+pub struct TopicVisibility<'a>(Option<&'a dyn Fn(&str) -> bool>);
+
+impl<'a> TopicVisibility<'a> {
+    /// Every topic (no authorizer configured).
+    pub const ALL: TopicVisibility<'static> = TopicVisibility(None);
+
+    /// The topics for which `may_describe` answers true.
+    pub fn only(may_describe: &'a dyn Fn(&str) -> bool) -> TopicVisibility<'a> {
+        TopicVisibility(Some(may_describe))
+    }
+
+    /// Whether the requester may see `topic`.
+    pub fn sees(&self, topic: &str) -> bool {
+        self.0.is_none_or(|may_describe| may_describe(topic))
+    }
+}
+
+impl std::fmt::Debug for TopicVisibility<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Authorized"
+        } else {
+            "All"
+        })
+    }
 }
 
 /// A record to append to `__consumer_offsets`; `value: None` is a tombstone.

@@ -427,6 +427,62 @@ fn regex_subscriptions_follow_topic_creation() {
     h.check_replay();
 }
 
+/// Kafka resolves a group's regexes with the principal of the heartbeat that triggers the
+/// resolution and keeps only the topics that principal may DESCRIBE
+/// (`filterTopicDescribeAuthorizedTopics`); the member is told nothing, it gets no partitions
+/// of the others. Moldau applies an ACL change at the next heartbeat.
+#[test]
+fn regexes_resolve_only_to_topics_the_principal_may_describe() {
+    let mut h = H::new(topics(&[
+        ("orders-eu", 2),
+        ("orders-us", 3),
+        ("payments", 2),
+    ]));
+    let resolved = |h: &H| -> Vec<String> {
+        let g = h.c.consumer_groups().group("g").unwrap();
+        g.regexes["orders-.*"].topics.iter().cloned().collect()
+    };
+    let sees = |topics: &[&str]| Some(topics.iter().map(|t| t.to_string()).collect());
+    let mut alice = Client::new("g", "alice", &[]);
+    alice.regex = Some("orders-.*".into());
+    alice.sees = sees(&["orders-eu", "payments"]);
+    settle(&mut h, std::slice::from_mut(&mut alice));
+    assert_eq!(resolved(&h), ["orders-eu"]);
+    assert!(alice.owned.keys().all(|t| *t == tid("orders-eu")));
+    assert_eq!(count(&alice.owned), 2);
+
+    // A grant is applied at the next heartbeat.
+    alice.sees = sees(&["orders-eu", "orders-us"]);
+    h.c.acls_changed();
+    settle(&mut h, std::slice::from_mut(&mut alice));
+    assert_eq!(resolved(&h), ["orders-eu", "orders-us"]);
+    assert_eq!(count(&alice.owned), 5);
+
+    // So is a revocation: the member gives up what its principal may no longer see.
+    alice.sees = sees(&["orders-us"]);
+    h.c.acls_changed();
+    settle(&mut h, std::slice::from_mut(&mut alice));
+    assert_eq!(resolved(&h), ["orders-us"]);
+    assert!(alice.owned.keys().all(|t| *t == tid("orders-us")));
+    assert_eq!(count(&alice.owned), 3);
+
+    // The resolution is the group's, made by the principal of the heartbeat that resolves
+    // it, as in Kafka: bob, who may see every topic, joins with the same regex, which is
+    // already resolved and is not resolved again for him...
+    let mut bob = Client::new("g", "bob", &[]);
+    bob.regex = Some("orders-.*".into());
+    let mut both = vec![bob, alice];
+    settle(&mut h, &mut both);
+    assert_eq!(resolved(&h), ["orders-us"]);
+    // ...until the next resolution, which bob's heartbeat triggers.
+    h.c.acls_changed();
+    settle(&mut h, &mut both);
+    assert_eq!(resolved(&h), ["orders-eu", "orders-us"]);
+    let owned: Vec<_> = both.iter().map(|c| &c.owned).collect();
+    assert_eq!(union(&owned).len(), 5);
+    h.check_replay();
+}
+
 #[test]
 fn subscription_changes_and_new_partitions_rebalance() {
     let mut h = H::new(topics(&[("a", 2), ("b", 2)]));

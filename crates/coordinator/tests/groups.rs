@@ -1220,6 +1220,7 @@ fn handle_dispatches_group_apis_only() {
         api_version: 0,
         client_id: "c",
         client_host: "/h",
+        visible_topics: coordinator::TopicVisibility::ALL,
     };
     let out = c
         .handle(

@@ -147,7 +147,8 @@ fn requests_during_a_pending_write_get_concurrent_transactions() {
     h.flush();
     assert_eq!(h.add_error(a), Some(NONE));
     assert_eq!(h.state("tx"), Some(TxnState::Ongoing));
-    // While preparing: adds are CONCURRENT_TRANSACTIONS, as is a second EndTxn commit.
+    // While preparing: adds are CONCURRENT_TRANSACTIONS, as is any EndTxn (Kafka 4's order:
+    // busy before fenced or out of order, KAFKA-18464); out of order once complete.
     h.auto_markers = false;
     h.auto_flush = true;
     h.end("tx", pid, epoch, true);
@@ -159,9 +160,13 @@ fn requests_during_a_pending_write_get_concurrent_transactions() {
     let e = h.end("tx", pid, epoch, true);
     assert_eq!(h.error(e), Some(code(ErrorCode::ConcurrentTransactions)));
     let e = h.end("tx", pid, epoch, false);
-    assert_eq!(h.error(e), Some(code(ErrorCode::InvalidTxnState)));
+    assert_eq!(h.error(e), Some(code(ErrorCode::ConcurrentTransactions)));
     let i = h.init("tx");
     assert_eq!(h.error(i), Some(code(ErrorCode::ConcurrentTransactions)));
+    h.deliver_markers();
+    assert_eq!(h.state("tx"), Some(TxnState::CompleteCommit));
+    let e = h.end("tx", pid, epoch, false);
+    assert_eq!(h.error(e), Some(code(ErrorCode::InvalidTxnState)));
 }
 
 /// A client's AddPartitionsToTxn / AddOffsetsToTxn that meets the previous transaction still

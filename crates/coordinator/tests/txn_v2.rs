@@ -14,6 +14,22 @@ use coordinator::TxnState;
 use model::ErrorCode;
 use txn_common::*;
 
+/// Adds `parts` to transaction "tx" with a version-2 produce (which must succeed), stops the
+/// markers from being delivered on their own, and sends EndTxn v5 (`commit` or abort) at
+/// `epoch`; returns the EndTxn's token, its markers still pending.
+fn end_with_markers_held(
+    h: &mut T,
+    pid: i64,
+    epoch: i16,
+    parts: &[(&str, i32)],
+    commit: bool,
+) -> u64 {
+    let t = h.implicit_add("tx", pid, epoch, parts);
+    assert_eq!(h.batch_error(t), Some(NONE));
+    h.auto_markers = false;
+    h.end_v2("tx", pid, epoch, commit)
+}
+
 #[test]
 fn each_transaction_bumps_the_epoch_and_markers_carry_it() {
     let mut h = T::new();
@@ -63,10 +79,7 @@ fn each_transaction_bumps_the_epoch_and_markers_carry_it() {
 fn a_retried_end_txn_with_the_epoch_before_the_bump_succeeds() {
     let mut h = T::new();
     let (pid, e0) = h.init_ok("tx");
-    let t = h.implicit_add("tx", pid, e0, &[("t", 0)]);
-    assert_eq!(h.batch_error(t), Some(NONE));
-    h.auto_markers = false;
-    let t = h.end_v2("tx", pid, e0, true);
+    let t = end_with_markers_held(&mut h, pid, e0, &[("t", 0)], true);
     assert_eq!(h.end_resp(t).unwrap().error_code, NONE);
     // Retry while the markers are being written: CONCURRENT_TRANSACTIONS (the client retries).
     let t = h.end_v2("tx", pid, e0, true);
@@ -84,6 +97,37 @@ fn a_retried_end_txn_with_the_epoch_before_the_bump_succeeds() {
     // A commit of nothing with the current epoch is out of order.
     let t = h.end_v2("tx", pid, e0 + 1, true);
     assert_eq!(h.error(t), Some(code(ErrorCode::InvalidTxnState)));
+}
+
+/// franz-go's consume-transform-produce session: the commit is answered once prepared, the
+/// client loses partitions at once and ends its next, empty transaction with the epoch the
+/// commit answered while the commit's markers are still being written. Judged against the
+/// preparing commit, that epoch would fence the client itself (it did, before Kafka's
+/// KAFKA-18464 and here); it is answered CONCURRENT_TRANSACTIONS and, retried once the commit
+/// is complete, aborts the empty transaction.
+#[test]
+fn an_empty_abort_with_the_new_epoch_waits_for_the_previous_commit() {
+    let mut h = T::new();
+    let (pid, e0) = h.init_ok("tx");
+    let t = end_with_markers_held(&mut h, pid, e0, &[("t", 0)], true);
+    assert_eq!(h.end_resp(t).unwrap().producer_epoch, e0 + 1);
+    assert_eq!(h.state("tx"), Some(TxnState::PrepareCommit));
+    for commit in [false, true] {
+        let t = h.end_v2("tx", pid, e0 + 1, commit);
+        assert_eq!(h.error(t), Some(code(ErrorCode::ConcurrentTransactions)));
+    }
+    // A stale epoch is still busy first, as in Kafka; fenced once the commit completed.
+    let t = h.end_v2("tx", pid, e0 - 1, false);
+    assert_eq!(h.error(t), Some(code(ErrorCode::ConcurrentTransactions)));
+    h.deliver_markers();
+    assert_eq!(h.state("tx"), Some(TxnState::CompleteCommit));
+    let t = h.end_v2("tx", pid, e0 - 1, false);
+    assert_eq!(h.error(t), Some(code(ErrorCode::ProducerFenced)));
+    let t = h.end_v2("tx", pid, e0 + 1, false);
+    let r = h.end_resp(t).unwrap();
+    assert_eq!((r.error_code, r.producer_epoch), (NONE, e0 + 2));
+    h.deliver_markers();
+    assert_eq!(h.state("tx"), Some(TxnState::CompleteAbort));
 }
 
 #[test]
@@ -114,10 +158,7 @@ fn an_exhausted_epoch_moves_the_id_to_a_new_producer_id() {
         .unwrap();
     let now = h.now;
     h.c.load_partition(p, 0, now);
-    let t = h.implicit_add("tx", pid, last, &[("t", 0)]);
-    assert_eq!(h.batch_error(t), Some(NONE));
-    h.auto_markers = false;
-    let t = h.end_v2("tx", pid, last, true);
+    let t = end_with_markers_held(&mut h, pid, last, &[("t", 0)], true);
     assert_eq!(h.end_resp(t).unwrap().error_code, NONE);
     // Markers still use the old producer id (with the last epoch).
     let m = h.markers[0].clone();
@@ -139,10 +180,7 @@ fn an_exhausted_epoch_moves_the_id_to_a_new_producer_id() {
 fn transaction_version_2_state_survives_a_reload() {
     let mut h = T::new();
     let (pid, e0) = h.init_ok("tx");
-    let t = h.implicit_add("tx", pid, e0, &[("t", 0), ("u", 0)]);
-    assert_eq!(h.batch_error(t), Some(NONE));
-    h.auto_markers = false;
-    let t = h.end_v2("tx", pid, e0, false);
+    let t = end_with_markers_held(&mut h, pid, e0, &[("t", 0), ("u", 0)], false);
     assert_eq!(h.end_resp(t).unwrap().error_code, NONE);
     let (c, out) = h.replayed();
     let v = c.transaction("tx").unwrap().value;

@@ -286,10 +286,10 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "allow out-of-ISR leaders",
     ),
     // Kafka 4.x keys that Moldau accepts, validates and describes with Kafka's defaults, so
-    // tools that read or copy a topic's whole config work; what they control is not
-    // implemented (codec levels: the broker never recompresses; throttles: no reassignment;
-    // tiered storage: `remote.storage.enable=true` is refused, as by a Kafka broker without
-    // tiered storage).
+    // tools that read or copy a topic's whole config work; what the codec levels (the broker
+    // never recompresses) and the tiered-storage keys (`remote.storage.enable=true` is
+    // refused, as by a Kafka broker without tiered storage) control is not implemented; the
+    // replication throttle lists are (KIP-73, with the brokers' throttled rates).
     topic(
         "compression.gzip.level",
         "compression.gzip.level",
@@ -522,6 +522,30 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections accepted per second (new ones wait beyond it)",
     ),
     broker(
+        "leader.replication.throttled.rate",
+        "9223372036854775807",
+        ConfigType::Long,
+        "bytes/s this broker sends to followers of the replicas its topics name in leader.replication.throttled.replicas (KIP-73; dynamic)",
+    ),
+    broker(
+        "follower.replication.throttled.rate",
+        "9223372036854775807",
+        ConfigType::Long,
+        "bytes/s this broker fetches for the replicas its topics name in follower.replication.throttled.replicas (KIP-73; dynamic)",
+    ),
+    broker(
+        "replication.quota.window.num",
+        "11",
+        ConfigType::Int,
+        "samples kept for the replication throttle rates",
+    ),
+    broker(
+        "replication.quota.window.size.seconds",
+        "1",
+        ConfigType::Int,
+        "the time span of each replication throttle rate sample",
+    ),
+    broker(
         "quota.window.num",
         "11",
         ConfigType::Int,
@@ -532,6 +556,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "1",
         ConfigType::Int,
         "the time span of each client quota rate sample",
+    ),
+    broker(
+        "controller.quota.window.num",
+        "11",
+        ConfigType::Int,
+        "samples of the controller mutation quota (its token bucket holds quota x samples x window)",
+    ),
+    broker(
+        "controller.quota.window.size.seconds",
+        "1",
+        ConfigType::Int,
+        "the time span of each controller mutation quota sample",
     ),
     broker(
         "sasl.enabled.mechanisms",
@@ -610,6 +646,18 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "TLSv1.2,TLSv1.3",
         ConfigType::List,
         "TLS versions served (1.2 and 1.3 only)",
+    ),
+    broker(
+        "ssl.allow.dn.changes",
+        "false",
+        ConfigType::Boolean,
+        "whether a keystore reloaded at runtime may have a certificate with another subject",
+    ),
+    broker(
+        "ssl.allow.san.changes",
+        "false",
+        ConfigType::Boolean,
+        "whether a keystore reloaded at runtime may have a certificate without one of the current SubjectAltNames",
     ),
     broker(
         "connections.max.reauth.ms",
@@ -979,18 +1027,85 @@ pub fn is_dynamic_broker_config(name: &str) -> bool {
     TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(name))
         || CONNECTION_LIMIT_CONFIGS.contains(&name)
         || name == CLEANER_BACKOFF_MS
+        || REPLICATION_THROTTLED_RATE_CONFIGS.contains(&name)
         || crate::security::dynamic_tls_key(name).is_some()
         || listener_max_connections_key(name).is_some()
 }
 
 /// A listener's own connection limit, Kafka's `listener.name.<listener>.max.connections`
-/// (KIP-402; static or dynamic, per broker or cluster-wide): the listener it names (as
-/// written), `None` for any other key.
+/// (KIP-402) or `listener.name.<listener>.max.connection.creation.rate` (KIP-612; both static
+/// or dynamic, per broker or cluster-wide): the listener it names (as written), `None` for
+/// any other key.
 pub fn listener_max_connections_key(key: &str) -> Option<&str> {
-    let listener = key
-        .strip_prefix("listener.name.")?
-        .strip_suffix(".max.connections")?;
-    (!listener.is_empty() && !listener.contains('.')).then_some(listener)
+    listener_connection_limit_key(key).map(|(listener, _)| listener)
+}
+
+/// The broker-wide keys a listener may override with its own value (Kafka's
+/// `ListenerReconfigurableConfigs`); a listener without its own value takes the broker-wide
+/// one, as Kafka's `valuesWithPrefixOverride` gives it.
+pub const LISTENER_CONNECTION_LIMIT_CONFIGS: &[&str] =
+    &["max.connections", "max.connection.creation.rate"];
+
+/// A listener's own connection limit key: the listener it names (as written) and the
+/// broker-wide key it overrides (`max.connections` or `max.connection.creation.rate`).
+pub fn listener_connection_limit_key(key: &str) -> Option<(&str, &'static str)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    LISTENER_CONNECTION_LIMIT_CONFIGS.iter().find_map(|base| {
+        let listener = rest.strip_suffix(base)?.strip_suffix('.')?;
+        (!listener.is_empty() && !listener.contains('.')).then_some((listener, *base))
+    })
+}
+
+/// A listener's connection limit in `props`: its own `listener.name.<listener>.<base>` (the
+/// listener named in any case, as Kafka's lower-case `configPrefix`), else the broker-wide
+/// `base`.
+fn listener_limit<'a>(
+    props: &'a BTreeMap<String, String>,
+    listener: &str,
+    base: &str,
+) -> Option<&'a str> {
+    props
+        .iter()
+        .find(|(k, _)| {
+            listener_connection_limit_key(k)
+                .is_some_and(|(l, b)| b == base && l.eq_ignore_ascii_case(listener))
+        })
+        .or_else(|| props.get_key_value(base))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Checks a dynamic BROKER change against the broker's own listeners, as Kafka's
+/// `DynamicBrokerConfig.validate` runs each listener's `ListenerConnectionQuota
+/// .validateReconfiguration` on the broker that receives the change (per broker or
+/// cluster-wide): a listener whose limit the change alters (its own value, else the
+/// broker-wide one, `valuesWithPrefixOverride`) must keep it above 0. So a broker-wide
+/// `max.connections` or `max.connection.creation.rate` of 0 set at runtime is refused while a
+/// listener takes the broker-wide value (a static 0 is not checked: Kafka only `configure`s
+/// the listener quotas at startup). `before` and `after` are the broker's effective keys; the
+/// error is Kafka's message (its `ConfigException("Invalid dynamic configuration", e)` takes
+/// the constructor for a name and a value).
+pub fn check_listener_limits_change(
+    listeners: &[&str],
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    for listener in listeners {
+        for base in LISTENER_CONNECTION_LIMIT_CONFIGS {
+            let new = listener_limit(after, listener, base);
+            if new == listener_limit(before, listener, base) {
+                continue;
+            }
+            let Some(n) = new.and_then(|v| v.trim().parse::<i64>().ok()) else {
+                continue;
+            };
+            if n <= 0 {
+                return Err(format!(
+                    "Invalid value org.apache.kafka.common.config.ConfigException: Invalid {base} {n} for configuration Invalid dynamic configuration"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether a dynamic broker key may only be set for one broker, not as the cluster-wide
@@ -1003,6 +1118,15 @@ pub fn is_per_broker_config(name: &str) -> bool {
 /// reconfigurable keys): the compaction task reads it from the effective broker configs
 /// before each pause and starts a pass at once when a committed change alters it.
 pub const CLEANER_BACKOFF_MS: &str = "log.cleaner.backoff.ms";
+
+/// The replication throttles (KIP-73), dynamic as in Kafka (`QuotaConfig`'s broker quota
+/// configs): bytes/s, this broker's value, else the cluster-wide default, else unlimited.
+pub const LEADER_REPLICATION_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
+pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+pub const REPLICATION_THROTTLED_RATE_CONFIGS: &[&str] = &[
+    LEADER_REPLICATION_THROTTLED_RATE,
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+];
 
 /// The connection limits, dynamic as in Kafka (`DynamicConnectionQuota`): the accept loop
 /// reads them from the effective broker configs at each connection.
@@ -1051,10 +1175,19 @@ fn validate_connection_limit(key: &str, value: &str) -> Result<(), ConfigError> 
 /// not know are accepted (Kafka keeps them for plugins); known keys that are not dynamic are
 /// refused.
 pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), ConfigError> {
-    if CONNECTION_LIMIT_CONFIGS.contains(&key) || listener_max_connections_key(key).is_some() {
+    if CONNECTION_LIMIT_CONFIGS.contains(&key) {
         return validate_connection_limit(key, value);
     }
-    if key == CLEANER_BACKOFF_MS {
+    if let Some((_, base)) = listener_connection_limit_key(key) {
+        // Kafka's `ListenerConnectionQuota.validateReconfiguration`: a listener's own limit
+        // changed at runtime must be positive ("Invalid max.connections 0").
+        let n = parse_i32(key, value)?;
+        if n <= 0 {
+            return Err(ConfigError::new(key, value, format!("Invalid {base} {n}")));
+        }
+        return Ok(());
+    }
+    if key == CLEANER_BACKOFF_MS || REPLICATION_THROTTLED_RATE_CONFIGS.contains(&key) {
         return at_least(key, value, parse_i64(key, value)?, 0).map(|_| ());
     }
     if crate::security::dynamic_tls_key(key).is_some() {
@@ -1072,7 +1205,7 @@ pub fn validate_dynamic_broker_config(key: &str, value: &str) -> Result<(), Conf
         return Err(ConfigError::new(
             key,
             value,
-            "cannot be updated dynamically (of the listener keys only listener.name.<listener>.max.connections, .ssl.keystore.location and .ssl.truststore.location can); set it in the broker's config file",
+            "cannot be updated dynamically (of the listener keys only listener.name.<listener>.max.connections, .max.connection.creation.rate, .ssl.keystore.location and .ssl.truststore.location can); set it in the broker's config file",
         ));
     }
     if let Some(def) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
@@ -1223,6 +1356,68 @@ pub struct TopicConfig {
     pub segment_jitter_ms: i64,
     pub segment_ms: i64,
     pub unclean_leader_election_enable: bool,
+    /// `leader.replication.throttled.replicas`: the replicas whose leader-side sends count
+    /// against (and are held by) their broker's `leader.replication.throttled.rate`.
+    pub leader_replication_throttled_replicas: ThrottledReplicas,
+    /// `follower.replication.throttled.replicas`: the replicas whose fetches count against
+    /// (and are held by) their broker's `follower.replication.throttled.rate`.
+    pub follower_replication_throttled_replicas: ThrottledReplicas,
+}
+
+/// A topic's `leader.replication.throttled.replicas` or
+/// `follower.replication.throttled.replicas` (KIP-73): `*` (every replica of the topic on
+/// every broker) or `partition:broker` pairs, as Kafka's `ThrottledReplicaListValidator`
+/// accepts them (blank elements are allowed, as by its `([0-9]+:[0-9]+)?`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    #[default]
+    None,
+    All,
+    Some(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Parses a value; `None` when Kafka would refuse it.
+    pub fn parse(value: &str) -> Option<ThrottledReplicas> {
+        let elements: Vec<&str> = value.split(',').map(str::trim).collect();
+        if elements.concat() == "*" {
+            return Some(ThrottledReplicas::All);
+        }
+        let mut pairs = Vec::new();
+        for e in elements.into_iter().filter(|e| !e.is_empty()) {
+            let (p, b) = e.split_once(':')?;
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            if !digits(p) || !digits(b) {
+                return None;
+            }
+            pairs.push((p.parse().ok()?, b.parse().ok()?));
+        }
+        Some(if pairs.is_empty() {
+            ThrottledReplicas::None
+        } else {
+            ThrottledReplicas::Some(pairs)
+        })
+    }
+
+    /// Whether the replica of `partition` on `broker` is throttled (Kafka's
+    /// `ReplicationQuotaManager.isThrottled` on that broker).
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Some(pairs) => pairs.contains(&(partition, broker)),
+        }
+    }
+}
+
+/// A partition's effective `min.insync.replicas`: the setting (at least 1), never more than
+/// the partition's replica count, as Kafka applies it on both sides (the controller's
+/// `getTopicEffectiveMinIsr` for the ELR, the broker's `Partition.effectiveMinIsr` for acks=all,
+/// the HW and the UnderMinIsr count). A setting above the replica count would make acks=all
+/// impossible, not safer. Kafka's controller takes the replica count of the topic's partition 0
+/// for every partition; Moldau each partition's own, as its replicas do.
+pub fn effective_min_isr(min_insync_replicas: usize, replicas: usize) -> usize {
+    min_insync_replicas.max(1).min(replicas)
 }
 
 impl Default for TopicConfig {
@@ -1406,26 +1601,20 @@ impl TopicConfig {
                 "Tiered Storage functionality is disabled in the broker",
             ));
         }
-        for list in [
-            "follower.replication.throttled.replicas",
-            "leader.replication.throttled.replicas",
-        ] {
-            let (k, v) = get(list);
-            let ok = v.trim().is_empty()
-                || v.trim() == "*"
-                || v.split(',').all(|e| {
-                    e.trim()
-                        .split_once(':')
-                        .is_some_and(|(p, b)| p.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
-                });
-            if !ok {
-                return Err(ConfigError::new(
+        let throttled = |name: &'static str| -> Result<ThrottledReplicas, ConfigError> {
+            let (k, v) = get(name);
+            ThrottledReplicas::parse(&v).ok_or_else(|| {
+                ConfigError::new(
                     k,
                     &v,
-                    "expected * or a list of partition:broker pairs",
-                ));
-            }
-        }
+                    "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                )
+            })
+        };
+        let follower_replication_throttled_replicas =
+            throttled("follower.replication.throttled.replicas")?;
+        let leader_replication_throttled_replicas =
+            throttled("leader.replication.throttled.replicas")?;
         Ok(TopicConfig {
             cleanup_policy,
             compression_type,
@@ -1450,6 +1639,8 @@ impl TopicConfig {
             segment_jitter_ms: long("segment.jitter.ms", 0)?,
             segment_ms: long("segment.ms", 1)?,
             unclean_leader_election_enable: boolean("unclean.leader.election.enable")?,
+            leader_replication_throttled_replicas,
+            follower_replication_throttled_replicas,
         })
     }
 }
@@ -1505,6 +1696,14 @@ pub struct BrokerConfig {
     pub quota_window_num: i32,
     /// `quota.window.size.seconds`: each sample's span.
     pub quota_window_size_seconds: i32,
+    /// `replication.quota.window.num`: samples of each replication throttle rate.
+    pub replication_quota_window_num: i32,
+    /// `replication.quota.window.size.seconds`: each sample's span.
+    pub replication_quota_window_size_seconds: i32,
+    /// `controller.quota.window.num` / `.size.seconds`: the controller mutation quota's
+    /// samples and their span (KIP-599: its token bucket's burst is quota x samples x span).
+    pub controller_quota_window_num: i32,
+    pub controller_quota_window_size_seconds: i32,
     /// `connections.max.idle.ms`: a connection with no request for this long is closed.
     pub connections_max_idle_ms: i64,
     /// `fetch.max.bytes`: caps every Fetch response.
@@ -1804,6 +2003,10 @@ impl BrokerConfig {
             max_connections: int("max.connections", 1)?,
             quota_window_num: int("quota.window.num", 1)?,
             quota_window_size_seconds: int("quota.window.size.seconds", 1)?,
+            replication_quota_window_num: int("replication.quota.window.num", 1)?,
+            replication_quota_window_size_seconds: int("replication.quota.window.size.seconds", 1)?,
+            controller_quota_window_num: int("controller.quota.window.num", 1)?,
+            controller_quota_window_size_seconds: int("controller.quota.window.size.seconds", 1)?,
             fetch_max_bytes: int("fetch.max.bytes", 1024)? as usize,
             connections_max_idle_ms: long("connections.max.idle.ms", 1)?,
             queued_max_requests: int("queued.max.requests", 1)?,
@@ -2110,6 +2313,40 @@ mod tests {
     }
 
     #[test]
+    fn throttled_replica_lists_parse_as_kafka_validates_them() {
+        use ThrottledReplicas as T;
+        assert_eq!(T::parse(""), Some(T::None));
+        assert_eq!(T::parse(" * "), Some(T::All));
+        assert_eq!(T::parse("0:1, 1:2,"), Some(T::Some(vec![(0, 1), (1, 2)])));
+        for bad in ["0", "0:", ":1", "a:1", "0:1,*", "0-1", "-1:2", "0:1:2"] {
+            assert_eq!(T::parse(bad), None, "{bad}");
+        }
+        let t = TopicConfig::resolve(
+            &BTreeMap::new(),
+            &map(&[
+                ("leader.replication.throttled.replicas", "0:1,0:2"),
+                ("follower.replication.throttled.replicas", "*"),
+            ]),
+        )
+        .unwrap();
+        assert!(t.leader_replication_throttled_replicas.contains(0, 2));
+        assert!(!t.leader_replication_throttled_replicas.contains(1, 2));
+        assert!(t.follower_replication_throttled_replicas.contains(7, 3));
+        assert!(TopicConfig::validate("leader.replication.throttled.replicas", "1:x").is_err());
+        // The rates are dynamic broker configs, non-negative longs.
+        assert!(is_dynamic_broker_config(
+            "leader.replication.throttled.rate"
+        ));
+        assert!(
+            validate_dynamic_broker_config("follower.replication.throttled.rate", "1000").is_ok()
+        );
+        assert!(
+            validate_dynamic_broker_config("follower.replication.throttled.rate", "-1").is_err()
+        );
+        assert!(validate_dynamic_broker_config("leader.replication.throttled.rate", "x").is_err());
+    }
+
+    #[test]
     fn defaults_are_kafkas() {
         let t = TopicConfig::default();
         assert_eq!(t.segment_bytes, 1 << 30);
@@ -2147,6 +2384,109 @@ mod tests {
         let nope = "listener.name.nope.max.connections";
         let e = BrokerConfig::from_props(map(&[(nope, "1")])).unwrap_err();
         assert!(e.to_string().contains(nope), "{e}");
+        // Changed at runtime, a listener's own limit must be positive, as Kafka's
+        // ListenerConnectionQuota.validateReconfiguration.
+        let e = validate_dynamic_broker_config(key, "0").unwrap_err();
+        assert!(e.to_string().contains("Invalid max.connections 0"), "{e}");
+    }
+
+    #[test]
+    fn a_listeners_own_connection_creation_rate_is_a_known_dynamic_key() {
+        let key = "listener.name.external.max.connection.creation.rate";
+        assert_eq!(
+            listener_connection_limit_key(key),
+            Some(("external", "max.connection.creation.rate"))
+        );
+        assert_eq!(listener_max_connections_key(key), Some("external"));
+        assert_eq!(
+            listener_connection_limit_key("listener.name.max.connection.creation.rate"),
+            None
+        );
+        assert_eq!(
+            listener_connection_limit_key("listener.name.x.y.max.connection.creation.rate"),
+            None
+        );
+        assert!(is_dynamic_broker_config(key) && !is_per_broker_config(key));
+        assert!(validate_dynamic_broker_config(key, "10").is_ok());
+        for bad in ["0", "-1", "fast", "1.5"] {
+            assert!(validate_dynamic_broker_config(key, bad).is_err(), "{bad}");
+        }
+        let e = validate_dynamic_broker_config(key, "0").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Invalid max.connection.creation.rate 0"),
+            "{e}"
+        );
+        // Static: an int >= 0, on a listener that exists.
+        let listeners = [
+            ("listeners", "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0"),
+            (
+                "listener.security.protocol.map",
+                "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+            ),
+            ("inter.broker.listener.name", "INTERNAL"),
+        ];
+        let with = |v: &str| {
+            let mut m = map(&listeners);
+            m.insert(key.to_string(), v.to_string());
+            BrokerConfig::from_props(m)
+        };
+        assert!(with("5").is_ok());
+        let e = with("-1").unwrap_err();
+        assert!(e.to_string().contains(key), "{e}");
+        let nope = "listener.name.nope.max.connection.creation.rate";
+        let mut m = map(&listeners);
+        m.insert(nope.to_string(), "1".to_string());
+        let e = BrokerConfig::from_props(m).unwrap_err();
+        assert!(e.to_string().contains(nope), "{e}");
+    }
+
+    #[test]
+    fn a_broker_wide_zero_set_at_runtime_is_refused_while_a_listener_takes_it() {
+        let before = map(&[("listener.name.internal.max.connection.creation.rate", "5")]);
+        let with = |k: &str, v: &str| {
+            let mut m = before.clone();
+            m.insert(k.to_string(), v.to_string());
+            m
+        };
+        let both = ["EXTERNAL", "INTERNAL"];
+        // EXTERNAL has no rate of its own: a broker-wide 0 would be its rate.
+        let e = check_listener_limits_change(
+            &both,
+            &before,
+            &with("max.connection.creation.rate", "0"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Invalid max.connection.creation.rate 0 for configuration Invalid dynamic configuration"
+        );
+        let e = check_listener_limits_change(&both, &before, &with("max.connections", "0"))
+            .unwrap_err();
+        assert!(e.contains("Invalid max.connections 0"), "{e}");
+        // Every listener with a rate of its own: the broker-wide 0 changes none of them.
+        assert!(check_listener_limits_change(
+            &["INTERNAL"],
+            &before,
+            &with("max.connection.creation.rate", "0")
+        )
+        .is_ok());
+        assert!(check_listener_limits_change(
+            &both,
+            &before,
+            &with("max.connection.creation.rate", "10")
+        )
+        .is_ok());
+        // An unchanged static 0 is not judged again.
+        let zero = with("max.connection.creation.rate", "0");
+        assert!(check_listener_limits_change(&both, &zero, &with("max.connections", "7")).is_ok());
+        // A listener's own value named in another case is still its own.
+        let e = check_listener_limits_change(
+            &both,
+            &before,
+            &with("listener.name.INTERNAL.max.connection.creation.rate", "0"),
+        );
+        assert!(e.is_err());
     }
 
     #[test]

@@ -9,8 +9,8 @@ pub mod ids;
 pub mod security;
 
 pub use config::{
-    BrokerConfig, CleanupPolicy, ConfigError, ConfigSource, TimestampType, TopicConfig,
-    TransactionSettings,
+    BrokerConfig, CleanupPolicy, ConfigError, ConfigSource, ThrottledReplicas, TimestampType,
+    TopicConfig, TransactionSettings,
 };
 pub use error::ErrorCode;
 pub use ids::{

@@ -29,6 +29,8 @@ const LISTENER_KEYS: &[&str] = &[
     "ssl.principal.mapping.rules",
     "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm",
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
 ];
 
 /// The TLS keys a listener's certificate can be changed with at runtime, as Kafka reloads a
@@ -68,6 +70,11 @@ pub struct TlsListenerConfig {
     pub principal_mapping_rules: String,
     /// `ssl.enabled.protocols`: TLSv1.2 and/or TLSv1.3.
     pub enabled_protocols: Vec<String>,
+    /// `ssl.allow.dn.changes` / `ssl.allow.san.changes` (static, as in Kafka): whether a
+    /// keystore reloaded at runtime may change the certificate's subject, or drop one of its
+    /// SubjectAltNames.
+    pub allow_dn_changes: bool,
+    pub allow_san_changes: bool,
     /// The key each setting came from, for startup errors about the files.
     pub keystore_key: String,
     pub truststore_key: String,
@@ -605,12 +612,24 @@ fn parse_tls(
         return Err(ConfigError::new(&key, &raw, "enables no TLS version"));
     }
     let (_, principal_mapping_rules) = value("ssl.principal.mapping.rules", "DEFAULT");
+    let flag = |name: &str| -> Result<bool, ConfigError> {
+        let (key, raw) = value(name, "false");
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(ConfigError::new(&key, &raw, "expected true or false")),
+        }
+    };
+    let allow_dn_changes = flag("ssl.allow.dn.changes")?;
+    let allow_san_changes = flag("ssl.allow.san.changes")?;
     Ok(TlsListenerConfig {
         keystore_location,
         truststore_location,
         client_auth,
         principal_mapping_rules,
         enabled_protocols,
+        allow_dn_changes,
+        allow_san_changes,
         keystore_key,
         truststore_key,
     })
@@ -841,6 +860,22 @@ mod tests {
         assert_eq!(
             with(&[("ssl.client.auth", "maybe")]).unwrap_err().key,
             "ssl.client.auth"
+        );
+        // Kafka's ssl.allow.dn.changes / ssl.allow.san.changes: false unless set, broker-wide
+        // or per listener.
+        assert!(!t.tls_listener("TLS").unwrap().allow_dn_changes);
+        let t = with(&[
+            ("ssl.allow.dn.changes", "true"),
+            ("listener.name.tls.ssl.allow.san.changes", "TRUE"),
+        ])
+        .unwrap();
+        let t = t.tls_listener("TLS").unwrap();
+        assert!(t.allow_dn_changes && t.allow_san_changes);
+        assert_eq!(
+            with(&[("listener.name.tls.ssl.allow.dn.changes", "yes")])
+                .unwrap_err()
+                .key,
+            "listener.name.tls.ssl.allow.dn.changes"
         );
         assert_eq!(
             with(&[("ssl.enabled.protocols", "TLSv1.1")])

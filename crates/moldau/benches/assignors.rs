@@ -168,6 +168,7 @@ fn coordinator_join(c: &mut Criterion) {
         api_version: 1,
         client_id: "bench",
         client_host: "/127.0.0.1",
+        visible_topics: coordinator::TopicVisibility::ALL,
     };
     for (i, id) in member_ids().iter().enumerate().skip(1) {
         co.consumer_group_heartbeat(&ctx(i as u64), heartbeat(id, 0), 0);

@@ -248,7 +248,7 @@ fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
         .thread_name("moldau")
         .build()
         .context("start tokio runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         // The admin listener comes first, so /health/live answers and /health/ready says
         // "not ready" while the broker loads its partitions.
         let endpoints = std::sync::Arc::new(AdminEndpoints::default());
@@ -320,7 +320,12 @@ fn run_server(config: model::BrokerConfig) -> anyhow::Result<()> {
                 broker::METADATA_DIR
             )),
         }
-    })
+    });
+    // A shutdown past its 10 s may leave a log close running on the blocking pool: exit
+    // without waiting for it any longer (what is acknowledged is already on disk; the next
+    // start recovers the unflushed tail), rather than hang the process.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -66,6 +66,7 @@ fn create(n: &mut MetadataNode<FileDisk>, token: u64, name: &str) {
             }],
             validate_only: false,
             origin: Origin::Client,
+            quota: None,
         },
     );
     assert!(

@@ -797,11 +797,13 @@ impl Sim {
                     }],
                     validate_only: self.rng.chance(0.1),
                     origin: Origin::Client,
+                    quota: None,
                 }
             }
             4 => match pick(&mut self.rng) {
                 Some(n) => Request::DeleteTopics {
                     topics: vec![TopicRef::Name(n)],
+                    quota: None,
                 },
                 None => return,
             },
@@ -812,6 +814,7 @@ impl Sim {
                         topics: vec![(n, count, Vec::new())],
                         validate_only: false,
                         origin: Origin::Client,
+                        quota: None,
                     }
                 }
                 None => return,
@@ -1131,6 +1134,7 @@ impl Sim {
                     }],
                     validate_only: false,
                     origin: Origin::Client,
+                    quota: None,
                 },
                 Expect::None,
             );

@@ -258,6 +258,23 @@ pub fn recompute_crc(buf: &mut [u8]) -> Result<(), RecordError> {
     Ok(())
 }
 
+/// Whether Kafka's batch reader (`ByteBufferLogInputStream.nextBatchSize`) throws on the
+/// first batch of `buf`: a batch length below the smallest record overhead of any magic (14,
+/// magic 0's) or a magic byte outside 0..=2. Bytes too short to hold the length or the magic
+/// are no batch at all there, not an error. Kafka's Produce handler reads every partition's
+/// first batch this way before any other check.
+pub fn first_batch_unreadable(buf: &[u8]) -> bool {
+    const SMALLEST_RECORD_OVERHEAD: i32 = 14;
+    let Some(len) = buf.get(LENGTH_OFFSET..LENGTH_OFFSET + 4) else {
+        return false;
+    };
+    if i32::from_be_bytes([len[0], len[1], len[2], len[3]]) < SMALLEST_RECORD_OVERHEAD {
+        return true;
+    }
+    buf.get(MAGIC_OFFSET)
+        .is_some_and(|&m| !(0..=MAGIC_V2).contains(&i8::from_be_bytes([m])))
+}
+
 /// Checks everything that makes `buf` one well-formed v2 batch, as stored in a log: magic,
 /// length equal to the buffer, CRC, non-negative record count and a last offset delta that
 /// is not below `count - 1`. Compaction may leave fewer records than the offset span, so
@@ -352,6 +369,25 @@ mod tests {
             b.push(NewRecord::value(format!("v{i}")).timestamp(1000 + i));
         }
         b.build().unwrap().to_vec()
+    }
+
+    #[test]
+    fn kafkas_batch_reader_refuses_an_unknown_magic_or_a_tiny_length() {
+        let good = sample();
+        assert!(!first_batch_unreadable(&good));
+        // Too short to hold a length or a magic: no batch at all, not an error.
+        assert!(!first_batch_unreadable(&good[..11]));
+        assert!(!first_batch_unreadable(&good[..16]));
+        for (magic, unreadable) in [(0, false), (1, false), (2, false), (3, true), (-1, true)] {
+            let mut b = good.clone();
+            b[MAGIC_OFFSET] = magic as u8;
+            assert_eq!(first_batch_unreadable(&b), unreadable, "magic {magic}");
+        }
+        for (len, unreadable) in [(13, true), (14, false), (-1, true)] {
+            let mut b = good.clone();
+            b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&i32::to_be_bytes(len));
+            assert_eq!(first_batch_unreadable(&b), unreadable, "length {len}");
+        }
     }
 
     #[test]

@@ -25,10 +25,10 @@ pub use control::{
 };
 pub use error::RecordError;
 pub use header::{
-    recompute_crc, set_base_offset, set_log_append_time, set_log_append_time_split,
-    set_partition_leader_epoch, validate_batch, validate_batch_structure, BatchHeader,
-    TimestampKind, BATCH_OVERHEAD, CRC_OFFSET, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2,
-    NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+    first_batch_unreadable, recompute_crc, set_base_offset, set_log_append_time,
+    set_log_append_time_split, set_partition_leader_epoch, validate_batch,
+    validate_batch_structure, BatchHeader, TimestampKind, BATCH_OVERHEAD, CRC_OFFSET, HEADER_LEN,
+    LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
 };
 pub use records::{decode_records, Record, RecordHeader, RecordIter};
 pub use split::{split_batches, BatchSplitter};

@@ -1019,9 +1019,9 @@ impl Replica {
 }
 
 /// `min.insync.replicas`, but never more than the replication factor (Kafka's
-/// effectiveMinIsr: a setting above it would make acks=all impossible, not safer).
+/// effectiveMinIsr, the same rule the controller's ELR follows: `model::config::effective_min_isr`).
 fn effective_min_isr(config: &ReplicaConfig, state: &PartitionState) -> usize {
-    config.min_insync_replicas.min(state.replicas.len())
+    model::config::effective_min_isr(config.min_insync_replicas, state.replicas.len())
 }
 
 /// Where a follower truncates given the leader's answer for its last epoch (the diverging

@@ -5,10 +5,12 @@
 //! Kafka request into controller requests, wait for the committed answers and build the Kafka
 //! response; they return it with the highest metadata offset the change committed at, which
 //! the caller waits for before answering (so a Metadata request right after sees the change).
+//! CreateTopics, DeleteTopics and CreatePartitions from clients carry the client's controller
+//! mutation quota (KIP-599), which the controller applies per topic.
 
 use super::{code, from_uuid, str_bytes, to_uuid};
 use crate::state::BrokerState;
-use controller::{ControllerError, Origin, Reply, Request, TopicRef, TopicSpec};
+use controller::{ControllerError, MutationQuotaRef, Origin, Reply, Request, TopicRef, TopicSpec};
 use model::ErrorCode;
 use protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
@@ -30,6 +32,12 @@ async fn submit(state: &BrokerState, request: Request) -> (Result<Reply, Control
     (answer.result, answer.offset)
 }
 
+/// Whether Kafka answers this error without a message: its `ApiError.fromThrowable` drops a
+/// message that is the error's generic one, as the controller mutation quota's is.
+fn generic_message(e: &ControllerError) -> bool {
+    e.code == ErrorCode::ThrottlingQuotaExceeded
+}
+
 fn unexpected(reply: &Reply) -> ControllerError {
     ControllerError::new(
         ErrorCode::UnknownServerError,
@@ -42,6 +50,7 @@ pub async fn create_topics(
     req: CreateTopicsRequest,
     version: i16,
     origin: Origin,
+    quota: MutationQuotaRef,
 ) -> (CreateTopicsResponse, i64) {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
@@ -163,6 +172,7 @@ pub async fn create_topics(
             topics: specs,
             validate_only: req.validate_only,
             origin,
+            quota,
         };
         match submit(&state, request).await {
             (Ok(Reply::CreateTopics(r)), offset) => (r, offset),
@@ -177,7 +187,10 @@ pub async fn create_topics(
             Err(r) => r,
             Ok(i) => match results.get(i).cloned() {
                 Some(Ok(created)) => {
-                    let mut r = CreatableTopicResult::default().with_name(t.name.clone());
+                    // Kafka answers a null message on success (ApiError.NONE has none).
+                    let mut r = CreatableTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_error_message(None);
                     if version >= 5 {
                         r = r
                             .with_num_partitions(created.partitions)
@@ -189,7 +202,15 @@ pub async fn create_topics(
                     }
                     r
                 }
-                Some(Err(e)) => fail(&t.name, e.code, e.message),
+                Some(Err(e)) => {
+                    let generic = generic_message(&e);
+                    let r = fail(&t.name, e.code, e.message);
+                    if generic {
+                        r.with_error_message(None)
+                    } else {
+                        r
+                    }
+                }
                 None => fail(&t.name, ErrorCode::UnknownServerError, "no answer".into()),
             },
         })
@@ -221,6 +242,7 @@ pub async fn delete_topics(
     state: Arc<BrokerState>,
     req: DeleteTopicsRequest,
     version: i16,
+    quota: MutationQuotaRef,
 ) -> (DeleteTopicsResponse, i64) {
     // v6 names topics by name or id; earlier versions by name only.
     let targets: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
@@ -291,7 +313,15 @@ pub async fn delete_topics(
         (Vec::new(), -1)
     } else {
         let count = refs.len();
-        match submit(&state, Request::DeleteTopics { topics: refs }).await {
+        match submit(
+            &state,
+            Request::DeleteTopics {
+                topics: refs,
+                quota,
+            },
+        )
+        .await
+        {
             (Ok(Reply::DeleteTopics(r)), offset) => (r, offset),
             (Ok(other), offset) => (vec![Err(unexpected(&other)); count], offset),
             (Err(e), offset) => (vec![Err(e); count], offset),
@@ -330,7 +360,7 @@ pub async fn delete_topics(
                 }
                 Err(e) => {
                     r = r.with_error_code(code(e.code));
-                    if version >= 5 {
+                    if version >= 5 && !generic_message(&e) {
                         r = r.with_error_message(Some(str_bytes(e.message)));
                     }
                 }
@@ -347,6 +377,7 @@ pub async fn delete_topics(
 pub async fn create_partitions(
     state: Arc<BrokerState>,
     req: CreatePartitionsRequest,
+    quota: MutationQuotaRef,
 ) -> (CreatePartitionsResponse, i64) {
     let image = state.image();
     let mut counts: HashMap<String, usize> = HashMap::new();
@@ -416,6 +447,7 @@ pub async fn create_partitions(
             topics: asks,
             validate_only: req.validate_only,
             origin: Origin::Client,
+            quota,
         };
         match submit(&state, request).await {
             (Ok(Reply::CreatePartitions(r)), offset) => (r, offset),
@@ -439,6 +471,7 @@ pub async fn create_partitions(
             };
             match result {
                 Ok(()) => r,
+                Err(e) if generic_message(&e) => r.with_error_code(code(e.code)),
                 Err(e) => r
                     .with_error_code(code(e.code))
                     .with_error_message(Some(str_bytes(e.message))),

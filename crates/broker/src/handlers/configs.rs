@@ -204,6 +204,12 @@ fn describe_broker(
     let mut seen = std::collections::HashSet::new();
     defs.filter(|(_, name)| seen.insert(*name))
         .filter(|(_, name)| keys.as_ref().is_none_or(|k| k.iter().any(|k| k == name)))
+        // The replication throttle rates are Kafka's dynamic-only broker quota configs (not
+        // in its KafkaConfig): described only where some layer sets them.
+        .filter(|(_, name)| {
+            !model::config::REPLICATION_THROTTLED_RATE_CONFIGS.contains(name)
+                || !layers.sources(name).is_empty()
+        })
         .map(|(def, name)| {
             // Keys whose default comes from another key (log.retention.ms from
             // log.retention.hours...) have no value of their own unless set, as in Kafka; the
@@ -234,6 +240,16 @@ static LISTENER_MAX_CONNECTIONS: ConfigDef = ConfigDef {
     topic: false,
 };
 
+/// `listener.name.<listener>.max.connection.creation.rate` (KIP-612).
+static LISTENER_MAX_CONNECTION_CREATION_RATE: ConfigDef = ConfigDef {
+    name: "listener.name.<listener>.max.connection.creation.rate",
+    broker_synonym: None,
+    default: "",
+    kind: ConfigType::Int,
+    doc: "The maximum connection creation rate this listener accepts (connections/s); beyond it the listener's acceptor pauses.",
+    topic: false,
+};
+
 /// `listener.name.<listener>.ssl.keystore.location` / `.ssl.truststore.location`.
 static LISTENER_STORE: ConfigDef = ConfigDef {
     name: "listener.name.<listener>.ssl.<store>.location",
@@ -246,8 +262,12 @@ static LISTENER_STORE: ConfigDef = ConfigDef {
 
 /// The definition of a listener-prefixed key that can change at runtime.
 fn listener_key_def(name: &str) -> Option<&'static ConfigDef> {
-    if model::config::listener_max_connections_key(name).is_some() {
-        Some(&LISTENER_MAX_CONNECTIONS)
+    if let Some((_, base)) = model::config::listener_connection_limit_key(name) {
+        Some(if base == "max.connections" {
+            &LISTENER_MAX_CONNECTIONS
+        } else {
+            &LISTENER_MAX_CONNECTION_CREATION_RATE
+        })
     } else if dynamic_tls_key(name).is_some() {
         Some(&LISTENER_STORE)
     } else {
@@ -726,6 +746,7 @@ pub async fn alter_configs(
     state: Arc<BrokerState>,
     req: AlterConfigsRequest,
 ) -> (AlterConfigsResponse, i64) {
+    let image = state.image();
     let outcomes = req
         .resources
         .iter()
@@ -740,6 +761,7 @@ pub async fn alter_configs(
                 unknown_topic_config(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))?;
             }
             if res.resource_type == BROKER {
+                check_listener_limits(&state, &image, &res.resource_name, &changes, true)?;
                 check_tls_changes(&state, &res.resource_name, &changes)?;
             }
             change_for(res.resource_type, &res.resource_name, changes, true).map(Some)
@@ -764,7 +786,8 @@ pub async fn alter_configs(
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
             match result {
-                Ok(()) => r,
+                // Kafka answers a null message on success (ApiError.NONE has none).
+                Ok(()) => r.with_error_message(None),
                 Err((e, msg)) => r
                     .with_error_code(code(e))
                     .with_error_message(Some(str_bytes(msg))),
@@ -849,9 +872,61 @@ fn check_tls_changes(
         };
         listener_tls
             .check(&props)
-            .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))?;
+            .map_err(|e| (ErrorCode::InvalidRequest, e.client_message()))?;
     }
     Ok(())
+}
+
+/// A BROKER change for this broker or for the cluster default, checked against this broker's
+/// listeners as Kafka's receiving broker checks it (`DynamicBrokerConfig.validate`): a
+/// listener's connection limits, its own or the broker-wide ones it takes, stay above 0.
+fn check_listener_limits(
+    state: &BrokerState,
+    image: &metadata::MetadataImage,
+    resource: &str,
+    changes: &BTreeMap<String, Option<String>>,
+    replace_all: bool,
+) -> Result<(), (ErrorCode, String)> {
+    if !resource.is_empty() && resource != state.node_id.to_string() {
+        return Ok(());
+    }
+    let layers = image.broker_layers(state.node_id, &state.config.props);
+    let changed = |layer: Option<&BTreeMap<String, String>>| {
+        let mut m = match layer {
+            Some(m) if !replace_all => m.clone(),
+            _ => BTreeMap::new(),
+        };
+        for (k, v) in changes {
+            match v {
+                Some(v) => m.insert(k.clone(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        m
+    };
+    let mut after = layers;
+    let layer;
+    if resource.is_empty() {
+        layer = changed(layers.dynamic_default);
+        after.dynamic_default = Some(&layer);
+    } else {
+        layer = changed(layers.dynamic_broker);
+        after.dynamic_broker = Some(&layer);
+    }
+    let config = &state.config;
+    let listeners: Vec<&str> = config
+        .listeners
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|name| {
+            !config
+                .controller_listener_names
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(name))
+        })
+        .collect();
+    model::config::check_listener_limits_change(&listeners, &layers.effective(), &after.effective())
+        .map_err(|e| (ErrorCode::InvalidRequest, e))
 }
 
 /// After an alteration of BROKER resources: a keystore set again at the same path is no
@@ -1052,6 +1127,7 @@ pub async fn incremental_alter_configs(
                         },
                         true,
                     )?;
+                    check_listener_limits(&state, &image, &name, &changes, false)?;
                     check_tls_changes(&state, &name, &changes)?;
                     changes
                 }
@@ -1079,7 +1155,8 @@ pub async fn incremental_alter_configs(
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
             match result {
-                Ok(()) => r,
+                // Kafka answers a null message on success (ApiError.NONE has none).
+                Ok(()) => r.with_error_message(None),
                 Err((e, msg)) => r
                     .with_error_code(code(e))
                     .with_error_message(Some(str_bytes(msg))),

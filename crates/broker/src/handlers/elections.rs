@@ -29,9 +29,11 @@ pub fn error_response(
                     t.partitions
                         .iter()
                         .map(|&p| {
+                            // No message, as Kafka's getErrorResponse (ApiError without one).
                             PartitionResult::default()
                                 .with_partition_id(p)
                                 .with_error_code(code(error))
+                                .with_error_message(None)
                         })
                         .collect(),
                 )
@@ -105,7 +107,8 @@ pub async fn elect_leaders(
 fn partition_result((id, r): (i32, Result<(), ControllerError>)) -> PartitionResult {
     let p = PartitionResult::default().with_partition_id(id);
     match r {
-        Ok(()) => p,
+        // Kafka answers a null message on success (ApiError.NONE has none).
+        Ok(()) => p.with_error_message(None),
         Err(e) => p
             .with_error_code(code(e.code))
             .with_error_message((!e.message.is_empty()).then(|| str_bytes(e.message))),

@@ -4,6 +4,7 @@
 
 use super::{code, from_uuid, Ctx, Reply};
 use crate::metrics::TopicStats;
+use crate::quotas::ReplicationSide;
 use crate::state::BrokerState;
 use model::ErrorCode;
 use protocol::messages::fetch_response::{
@@ -171,7 +172,7 @@ fn throttle(
     sent: &Sent,
 ) -> FetchResponse {
     let Some(q) = ctx.quota.as_ref().filter(|_| plan.replica_id.is_none()) else {
-        count_sent(sent);
+        count_sent(state, sent);
         return resp;
     };
     let kind = auth::quota::QuotaKind::Fetch;
@@ -194,7 +195,7 @@ fn throttle(
         }
     }
     if fetch_throttle == 0 {
-        count_sent(sent);
+        count_sent(state, sent);
     }
     let throttle = fetch_throttle.max(q.throttle_ms);
     q.conn.mute_for(fetch_throttle);
@@ -246,20 +247,30 @@ fn has_new_data(state: &BrokerState, plan: &Plan) -> bool {
     })
 }
 
-/// Bytes and records (offsets spanned) read from each partition, to count once sent.
-type Sent = Vec<(Arc<TopicStats>, usize, i64)>;
+/// Bytes and records (offsets spanned) read from each partition, to count once sent, and
+/// the record bytes of leader-throttled replicas (KIP-73) a follower's fetch carries.
+#[derive(Default)]
+struct Sent {
+    partitions: Vec<(Arc<TopicStats>, usize, i64)>,
+    leader_throttled_bytes: usize,
+}
 
-fn count_sent(sent: &Sent) {
-    for (stats, bytes, records) in sent {
+fn count_sent(state: &BrokerState, sent: &Sent) {
+    for (stats, bytes, records) in &sent.partitions {
         stats.fetched(*bytes, *records);
     }
+    // Kafka's `sizeOfThrottledPartitions`: every throttled partition counts, in-sync
+    // followers' too, so the throttle bounds all replication traffic of those replicas.
+    state
+        .replication_quotas
+        .record(ReplicationSide::Leader, sent.leader_throttled_bytes);
 }
 
 /// One pass over the requested partitions: the response, its record bytes, whether any
 /// partition had an error (errors are answered at once rather than long-polled), and what
 /// was read per partition.
 fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) {
-    let mut sent = Sent::new();
+    let mut sent = Sent::default();
     let image = state.image();
     let mut remaining = plan.max_bytes;
     let mut total = 0usize;
@@ -299,11 +310,15 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
             // The leader epoch is checked before the claimed replica. A fetch from a broker
             // that is not a replica gets UNKNOWN_LEADER_EPOCH when it names an epoch and
             // NOT_LEADER_OR_FOLLOWER when it does not (Kafka 4.4's answers).
+            let replica_state = match (&partition, plan.replica_id) {
+                (Ok(p), Some(_)) => p.partition_state(),
+                _ => None,
+            };
             let checked = partition.as_ref().ok().and_then(|p| {
                 let not_a_replica = plan.replica_id.is_some_and(|id| {
                     id == state.node_id
-                        || !p
-                            .partition_state()
+                        || !replica_state
+                            .as_ref()
                             .is_some_and(|s| s.replicas.contains(&id))
                 });
                 let from_replica = not_a_replica.then_some(if pp.current_leader_epoch >= 0 {
@@ -401,6 +416,26 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 None if plan.read_committed => lso,
                 None => hw,
             };
+            // KIP-73, Kafka's `shouldLeaderThrottle`: a follower of a throttled replica that
+            // is not in the (committed) ISR gets no records while this broker's leader
+            // throttle is exceeded (offsets and HW as usual; it asks again). In-sync
+            // followers are never held back, so a throttle cannot shrink the ISR.
+            let leader_throttled = plan.replica_id.is_some() && partition.leader_throttled();
+            let follower_in_sync = plan
+                .replica_id
+                .is_some_and(|id| replica_state.as_ref().is_some_and(|s| s.isr.contains(&id)));
+            if leader_throttled
+                && !follower_in_sync
+                && state
+                    .replication_quotas
+                    .is_exceeded(ReplicationSide::Leader)
+            {
+                partitions.push(
+                    pd.with_records(Some(bytes::Bytes::new()))
+                        .with_aborted_transactions(None),
+                );
+                continue;
+            }
             let budget = (pp.max_bytes.max(0) as usize).min(remaining);
             match partition
                 .log
@@ -409,7 +444,14 @@ fn read(state: &BrokerState, plan: &Plan) -> (FetchResponse, usize, bool, Sent) 
                 Ok(r) => {
                     let n = r.data.len();
                     if n > 0 {
-                        sent.push((partition.stats.clone(), n, r.next_offset - r.first_offset));
+                        sent.partitions.push((
+                            partition.stats.clone(),
+                            n,
+                            r.next_offset - r.first_offset,
+                        ));
+                    }
+                    if leader_throttled {
+                        sent.leader_throttled_bytes += n;
                     }
                     total += n;
                     remaining = remaining.saturating_sub(n);

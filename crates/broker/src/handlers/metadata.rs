@@ -3,17 +3,20 @@
 
 use super::{code, from_uuid, str_bytes, to_uuid, Ctx, Reply};
 use crate::state::BrokerState;
+use controller::ControllerError;
 use metadata::{MetadataImage, TopicImage};
 use model::acl::{AclOperation, ResourceType};
 use model::ErrorCode;
+use protocol::messages::create_topics_request::CreatableTopic;
 use protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    BrokerId, CreateTopicsRequest, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
-use protocol::ResponseKind;
+use protocol::{ApiKey, ResponseKind, StrBytes};
 use std::sync::Arc;
 
 fn topic_entry(state: &BrokerState, t: &TopicImage, version: i16) -> MetadataResponseTopic {
@@ -80,7 +83,12 @@ fn error_topic(
 
 /// Answers Metadata; creating missing topics (when allowed) goes through the controller, so
 /// such a request is answered once they are created.
-pub fn metadata(state: &Arc<BrokerState>, ctx: Ctx, req: MetadataRequest) -> Reply {
+pub fn metadata(
+    state: &Arc<BrokerState>,
+    ctx: Ctx,
+    req: MetadataRequest,
+    client_id: &str,
+) -> Reply {
     let version = ctx.version;
     let image = state.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
@@ -116,16 +124,91 @@ pub fn metadata(state: &Arc<BrokerState>, ctx: Ctx, req: MetadataRequest) -> Rep
         return ctx.ready(ResponseKind::Metadata(resp));
     }
     let state = state.clone();
+    let client_id = client_id.to_string();
     Reply::Later(Box::pin(async move {
         for name in missing {
-            if let Err(e) = state.auto_create(&name).await {
-                errors.insert(name, e.code);
+            if let Err(e) = auto_create(&state, &ctx, &client_id, &name).await {
+                // Over the client's controller mutation quota the topic is not created, and
+                // Kafka's Metadata answer for a topic it asked the controller to create is
+                // UNKNOWN_TOPIC_OR_PARTITION (retriable: the client asks again).
+                let code = match e.code {
+                    ErrorCode::ThrottlingQuotaExceeded => ErrorCode::UnknownTopicOrPartition,
+                    c => c,
+                };
+                errors.insert(name, code);
             }
         }
         let image = state.image();
         let resp = build(&state, &ctx, &req, &image, requested, &errors);
         ctx.encode(ResponseKind::Metadata(resp))
     }))
+}
+
+/// Creates a topic a Metadata request named, for its client, as Kafka 4.4's
+/// `DefaultAutoTopicCreationManager` (KRaft): a CreateTopics at the latest version, in an
+/// Envelope carrying the client's principal and client id, so the active controller counts
+/// the new partitions against the client's `controller_mutation_rate` as it counts a
+/// CreateTopics v6+ of that client: strictly (over the quota the topic is not created; the
+/// `PermissiveControllerMutationQuota` KafkaApis builds for it is not passed on in KRaft).
+/// The Metadata response is not throttled for it (Kafka throttles only the Envelope).
+/// Without mutation quotas, and always on the active controller itself, the broker's own
+/// CreateTopics does the same with less.
+async fn auto_create(
+    state: &Arc<BrokerState>,
+    ctx: &Ctx,
+    client_id: &str,
+    name: &str,
+) -> Result<(), ControllerError> {
+    let user = &ctx.access.who().principal.name;
+    if state.is_active_controller() || !state.quotas.mutation_enabled() {
+        let quota = state.quotas.mutation_quota(user, client_id, true);
+        return state
+            .auto_create(name, quota.map(|q| q as _))
+            .await
+            .map(|_| ());
+    }
+    const CREATE_TOPICS_VERSION: i16 = 7;
+    // Kafka's `request.timeout.ms` default, which its forwarded CreateTopics carries.
+    const AUTO_CREATE_TIMEOUT_MS: i32 = 30_000;
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(AUTO_CREATE_TIMEOUT_MS)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)]);
+    let Some((frame, offset)) = state
+        .controller
+        .forward(
+            ApiKey::CreateTopics as i16,
+            CREATE_TOPICS_VERSION,
+            ctx.correlation_id,
+            client_id,
+            &req,
+            ctx.access.who(),
+        )
+        .await
+    else {
+        return Err(ControllerError::new(
+            ErrorCode::LeaderNotAvailable,
+            "no controller reachable to create the topic",
+        ));
+    };
+    state.wait_applied(offset).await;
+    let created = match super::decode_response(ApiKey::CreateTopics, CREATE_TOPICS_VERSION, &frame)
+    {
+        Some(ResponseKind::CreateTopics(r)) => r.topics.into_iter().next(),
+        _ => None,
+    };
+    let code = created.map_or(ErrorCode::UnknownServerError, |t| {
+        ErrorCode::from_code(t.error_code)
+    });
+    match code {
+        ErrorCode::None | ErrorCode::TopicAlreadyExists => {
+            tracing::info!(topic = name, "auto-created topic");
+            Ok(())
+        }
+        code => Err(ControllerError::new(code, "auto-creation refused")),
+    }
 }
 
 fn build(

@@ -53,8 +53,17 @@ pub enum Reply {
     /// connection take effect in the order they were sent, as Kafka's muted channels do.
     Serial {
         reply: Box<Reply>,
-        done: tokio::sync::oneshot::Receiver<()>,
+        done: tokio::sync::oneshot::Receiver<Settled>,
     },
+}
+
+/// How a [`Reply::Serial`] request ended: the connection reads on, or (an acks=0 produce
+/// that failed once verified, with `Reply::None` as its reply) is closed so the producer
+/// notices, as Kafka closes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    ReadOn,
+    Close,
 }
 
 impl Reply {
@@ -99,12 +108,13 @@ pub struct QuotaClient {
     pub throttle_ms: i64,
 }
 
-/// Sets a response's `throttle_time_ms` where its version has the field.
+/// Raises a response's `throttle_time_ms` to `ms` where its version has the field (a
+/// handler's own throttle, a fetch's or the controller's, stays when it is longer).
 fn set_throttle_time(body: &mut ResponseKind, version: i16, ms: i32) {
     macro_rules! from_v0 {
         ($($kind:ident),* $(,)?) => {
             match body {
-                $(ResponseKind::$kind(r) => r.throttle_time_ms = ms,)*
+                $(ResponseKind::$kind(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),)*
                 _ => {}
             }
         };
@@ -230,13 +240,88 @@ where
     let state = state.clone();
     Reply::Later(Box::pin(async move {
         if let Some(frame) = forward(&state, &ctx, &client.0, &req).await {
-            return Some(frame);
+            return throttle_forwarded(&ctx, frame);
         }
         // The active controller (or, with none reachable, NOT_CONTROLLER for each item).
         let (resp, offset) = local(state.clone(), req).await;
         state.wait_applied(offset).await;
+        if let Some(q) = &ctx.quota {
+            let controller = i64::from(throttle_time(&resp));
+            if controller > 0 {
+                crate::metrics::METRICS.mutation_throttled(controller);
+            }
+            q.conn.mute_for(controller);
+        }
         ctx.encode(resp)
     }))
+}
+
+/// A topic mutation's reply while controller mutation quotas are on: the connection reads
+/// nothing more until it is answered (and muted for its throttle), as Kafka's channel is
+/// muted while its request is processed; otherwise a request sent meanwhile would be read
+/// before the throttle that should delay it is known.
+fn mutation_serial(state: &BrokerState, ctx: &Ctx, reply: Reply) -> Reply {
+    if ctx.quota.is_none() || !state.quotas.mutation_enabled() {
+        return reply;
+    }
+    let (done, rx) = tokio::sync::oneshot::channel();
+    let answered = Reply::Later(Box::pin(async move {
+        let frame = reply.into_frame().await;
+        let _ = done.send(Settled::ReadOn);
+        frame
+    }));
+    Reply::Serial {
+        reply: Box::new(answered),
+        done: rx,
+    }
+}
+
+/// Who a topic mutation counts against for the controller mutation quota: the request's
+/// principal (the client's, for a request forwarded in an Envelope) and client id.
+fn mutation_client(ctx: &Ctx, client_id: &str) -> (String, String) {
+    (
+        ctx.access.who().principal.name.clone(),
+        client_id.to_string(),
+    )
+}
+
+/// The throttle time a request's controller mutation quota calls for, for its response.
+fn mutation_throttle(quota: &Option<Arc<crate::quotas::RequestMutationQuota>>) -> i32 {
+    quota
+        .as_ref()
+        .map_or(0, |q| q.throttle_time_ms().min(i64::from(i32::MAX)) as i32)
+}
+
+/// The `throttle_time_ms` of the responses the controller may throttle (KIP-599).
+fn throttle_time(resp: &ResponseKind) -> i32 {
+    match resp {
+        ResponseKind::CreateTopics(r) => r.throttle_time_ms,
+        ResponseKind::DeleteTopics(r) => r.throttle_time_ms,
+        ResponseKind::CreatePartitions(r) => r.throttle_time_ms,
+        _ => 0,
+    }
+}
+
+/// A response the active controller answered for a forwarded request, as Kafka's forwarding
+/// broker sends it: the client's connection muted for the larger of the controller's throttle
+/// (its controller mutation quota) and this broker's request quota, which the response
+/// announces.
+fn throttle_forwarded(ctx: &Ctx, frame: Bytes) -> Option<Bytes> {
+    let Some(q) = &ctx.quota else {
+        return Some(frame);
+    };
+    let Some(resp) = decode_response(ctx.api, ctx.version, &frame) else {
+        return Some(frame);
+    };
+    let controller = i64::from(throttle_time(&resp));
+    if controller > 0 {
+        crate::metrics::METRICS.mutation_throttled(controller);
+    }
+    q.conn.mute_for(controller);
+    if q.throttle_ms > controller {
+        return ctx.encode(resp);
+    }
+    Some(frame)
 }
 
 /// On a node that is not the active controller: the request forwarded to it in an Envelope,
@@ -405,7 +490,7 @@ pub fn dispatch(
         }
         // Null topics ("all") exist from v1 on; Kafka cannot parse them at v0 and closes.
         RequestKind::Metadata(r) if v == 0 && r.topics.is_none() => Reply::Close,
-        RequestKind::Metadata(r) => metadata::metadata(state, ctx, r),
+        RequestKind::Metadata(r) => metadata::metadata(state, ctx, r, &client_id),
         RequestKind::Produce(r) => produce::produce(state, ctx, r),
         RequestKind::Fetch(r) => fetch::fetch(state, ctx, r),
         RequestKind::ListOffsets(r) => ctx.ready(ResponseKind::ListOffsets(offsets::list_offsets(
@@ -449,11 +534,22 @@ pub fn dispatch(
         )),
         RequestKind::CreateTopics(mut r) => {
             let denied = take_denied(&mut r.topics, |t| !ctx.access.may_create_topic(&t.name));
+            let who = mutation_client(&ctx, &client_id);
             let reply = via_controller(state, ctx.clone(), client, r, move |s, r| async move {
-                let (resp, offset) =
-                    admin::create_topics(s, r, v, controller::Origin::Client).await;
+                // Kafka: strict (THROTTLING_QUOTA_EXCEEDED per topic) from v6.
+                let quota = s.quotas.mutation_quota(&who.0, &who.1, v >= 6);
+                let (mut resp, offset) = admin::create_topics(
+                    s,
+                    r,
+                    v,
+                    controller::Origin::Client,
+                    quota.clone().map(|q| q as _),
+                )
+                .await;
+                resp.throttle_time_ms = mutation_throttle(&quota);
                 (ResponseKind::CreateTopics(resp), offset)
             });
+            let reply = mutation_serial(state, &ctx, reply);
             with_denied(ctx, reply, denied, move |resp, denied| {
                 if let ResponseKind::CreateTopics(c) = resp {
                     c.topics.extend(denied.into_iter().map(|t| {
@@ -489,8 +585,13 @@ pub fn dispatch(
             let denied = take_denied(&mut r.topics, |t| {
                 !may_delete(t.name.as_ref().map(|n| n.0.as_str()), t.topic_id)
             });
+            let who = mutation_client(&ctx, &client_id);
             let reply = via_controller(state, ctx.clone(), client, r, move |s, r| async move {
-                let (resp, offset) = admin::delete_topics(s, r, v).await;
+                // Kafka: strict from v5.
+                let quota = s.quotas.mutation_quota(&who.0, &who.1, v >= 5);
+                let (mut resp, offset) =
+                    admin::delete_topics(s, r, v, quota.clone().map(|q| q as _)).await;
+                resp.throttle_time_ms = mutation_throttle(&quota);
                 (ResponseKind::DeleteTopics(resp), offset)
             });
             let denied: Vec<_> = denied_names
@@ -498,6 +599,7 @@ pub fn dispatch(
                 .map(|n| (Some(n), uuid::Uuid::nil()))
                 .chain(denied.into_iter().map(|t| (t.name, t.topic_id)))
                 .collect();
+            let reply = mutation_serial(state, &ctx, reply);
             with_denied(ctx, reply, denied, move |resp, denied| {
                 if let ResponseKind::DeleteTopics(d) = resp {
                     d.responses.extend(denied.into_iter().map(|(name, id)| {
@@ -544,10 +646,16 @@ pub fn dispatch(
                 !ctx.access
                     .allows_topic(model::acl::AclOperation::Alter, &t.name)
             });
-            let reply = via_controller(state, ctx.clone(), client, r, |s, r| async move {
-                let (resp, offset) = admin::create_partitions(s, r).await;
+            let who = mutation_client(&ctx, &client_id);
+            let reply = via_controller(state, ctx.clone(), client, r, move |s, r| async move {
+                // Kafka: strict from v3.
+                let quota = s.quotas.mutation_quota(&who.0, &who.1, v >= 3);
+                let (mut resp, offset) =
+                    admin::create_partitions(s, r, quota.clone().map(|q| q as _)).await;
+                resp.throttle_time_ms = mutation_throttle(&quota);
                 (ResponseKind::CreatePartitions(resp), offset)
             });
+            let reply = mutation_serial(state, &ctx, reply);
             with_denied(ctx, reply, denied, |resp, denied| {
                 if let ResponseKind::CreatePartitions(c) = resp {
                     c.results.extend(denied.into_iter().map(|t| {
@@ -940,17 +1048,26 @@ fn group_items(
                 let ResponseKind::ConsumerGroupDescribe(d) = resp else {
                     return;
                 };
+                // As Kafka's `handleConsumerGroupDescribe`: authorized operations on the rows
+                // the coordinator answered without error, the denied groups first, then the
+                // groups that would show a topic the caller may not describe hidden.
                 if ops {
-                    for g in &mut d.groups {
+                    for g in d.groups.iter_mut().filter(|g| g.error_code == 0) {
                         g.authorized_operations = access.operations(Rt::Group, &g.group_id);
                     }
                 }
-                d.groups.extend(denied.into_iter().map(|g| {
-                    cgd::DescribedGroup::default()
-                        .with_group_id(g)
-                        .with_error_code(denied_code)
-                        .with_authorized_operations(i32::MIN)
-                }));
+                let described = std::mem::take(&mut d.groups);
+                d.groups = denied
+                    .into_iter()
+                    .map(|g| {
+                        cgd::DescribedGroup::default()
+                            .with_group_id(g)
+                            .with_error_code(denied_code)
+                            .with_authorized_operations(i32::MIN)
+                    })
+                    .chain(described)
+                    .collect();
+                crate::authz::hide_undescribable_topics(&access, &mut d.groups);
             })
         }
         RequestKind::DeleteGroups(mut r) => {
@@ -1291,6 +1408,12 @@ fn post_process(
     reply: Reply,
     f: impl FnOnce(&mut ResponseKind) + Send + 'static,
 ) -> Reply {
+    if let Reply::Serial { reply, done } = reply {
+        return Reply::Serial {
+            reply: Box::new(post_process(ctx, *reply, f)),
+            done,
+        };
+    }
     Reply::Later(Box::pin(async move {
         let frame = match reply {
             Reply::Ready(b) => b,
@@ -1305,7 +1428,7 @@ fn post_process(
 
 /// Decodes a response frame (size prefix, header, body) of the APIs [`post_process`] is used
 /// for.
-fn decode_response(api: ApiKey, version: i16, frame: &Bytes) -> Option<ResponseKind> {
+pub(crate) fn decode_response(api: ApiKey, version: i16, frame: &Bytes) -> Option<ResponseKind> {
     use protocol::Decode;
     let mut buf = frame.slice(4.min(frame.len())..);
     protocol::ResponseHeader::decode(&mut buf, api.response_header_version(version)).ok()?;

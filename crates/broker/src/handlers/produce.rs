@@ -5,9 +5,11 @@
 //! coordinator (KIP-890 part 1). When that coordinator is on another broker, the request's
 //! partitions are verified first with one AddPartitionsToTxn (v4+, verify only) and appended
 //! afterwards; the connection reads nothing else meanwhile (`Reply::Serial`), so its appends
-//! keep the order they were sent in, as Kafka's muted channels do.
+//! keep the order they were sent in, as Kafka's muted channels do. Transaction version 2
+//! (Produce v12+) has the coordinator add the partitions the same way, acks=0 included (its
+//! failure closes the connection once known).
 
-use super::{code, from_uuid, Ctx, Reply};
+use super::{code, from_uuid, Ctx, Reply, Settled};
 use crate::replica::Partition;
 use crate::state::BrokerState;
 use crate::txn_partition::{TxnAppendError, Verification};
@@ -87,9 +89,13 @@ impl Verifier {
 }
 
 pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> Reply {
+    let corrupt = has_corrupt_first_batch(&req);
     merge_repeated(&mut req, ctx.version);
+    if corrupt {
+        return corrupt_request(ctx, req);
+    }
     match req.transactional_id.as_ref() {
-        Some(txn_id) if req.acks != 0 => {
+        Some(txn_id) => {
             let node = state.txns.remote_coordinator(state, txn_id.as_str());
             // Produce v12+ in a transaction is transaction version 2 (KIP-890 part 2): this
             // leader adds the partitions to the transaction itself, as Kafka's
@@ -103,6 +109,53 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> R
         }
         _ => produce_with(state, ctx, req, &Verifier::Local),
     }
+}
+
+/// Kafka's request handler reads the first batch header of every partition before any
+/// other check (`RequestUtils.hasTransactionalRecords`, to authorize a transactional id), and
+/// a batch its reader cannot read ([`record::first_batch_unreadable`]) fails the whole
+/// request with CORRUPT_MESSAGE, whatever its topics (checked against Kafka 4.4 by
+/// crates/conformance).
+fn has_corrupt_first_batch(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .filter_map(|p| p.records.as_deref())
+        .any(record::first_batch_unreadable)
+}
+
+/// The answer to a request [`has_corrupt_first_batch`] refuses: every partition
+/// CORRUPT_MESSAGE, as Kafka's `ProduceRequest.getErrorResponse`; an acks=0 request gets no
+/// answer and its connection is closed.
+fn corrupt_request(ctx: Ctx, req: ProduceRequest) -> Reply {
+    if req.acks == 0 {
+        return Reply::Close;
+    }
+    let topics = req
+        .topic_data
+        .into_iter()
+        .map(|td| {
+            let partitions = td
+                .partition_data
+                .iter()
+                .map(|pd| {
+                    PartitionProduceResponse::default()
+                        .with_index(pd.index)
+                        .with_error_code(code(ErrorCode::CorruptMessage))
+                        .with_base_offset(-1)
+                })
+                .collect();
+            let t = TopicProduceResponse::default().with_partition_responses(partitions);
+            if ctx.version >= 13 {
+                t.with_topic_id(td.topic_id)
+            } else {
+                t.with_name(td.name)
+            }
+        })
+        .collect();
+    ctx.ready(ResponseKind::Produce(
+        ProduceResponse::default().with_responses(topics),
+    ))
 }
 
 /// Kafka reads a Produce request into a map keyed by topic partition: a partition named
@@ -197,6 +250,7 @@ fn produce_asked(
         // Nothing to verify: every partition already has the producer's open transaction.
         return produce_with(state, ctx, req, &Verifier::Local);
     };
+    let acks = req.acks;
     let (done_tx, done) = tokio::sync::oneshot::channel();
     let (reply_tx, reply_rx) = tokio::sync::oneshot::channel::<Reply>();
     let state = state.clone();
@@ -217,9 +271,21 @@ fn produce_asked(
                 partition.end_verification(pid, g);
             }
         }
-        let _ = done_tx.send(());
+        let settled = if matches!(reply, Reply::Close) {
+            Settled::Close
+        } else {
+            Settled::ReadOn
+        };
+        let _ = done_tx.send(settled);
         let _ = reply_tx.send(reply);
     });
+    if acks == 0 {
+        // No answer either way; a failure closes the connection once known.
+        return Reply::Serial {
+            reply: Box::new(Reply::None),
+            done,
+        };
+    }
     Reply::Serial {
         reply: Box::new(Reply::Later(Box::pin(async move {
             reply_rx.await.ok()?.into_frame().await

@@ -84,7 +84,8 @@ pub async fn alter(
                     .collect(),
             );
             match r {
-                Ok(()) => out,
+                // Kafka answers a null message on success (ApiError.NONE has none).
+                Ok(()) => out.with_error_message(None),
                 Err((c, m)) => out
                     .with_error_code(code(c))
                     .with_error_message(Some(str_bytes(m))),

@@ -126,6 +126,7 @@ pub async fn alter(
         })
         .collect();
     let resp = AlterPartitionReassignmentsResponse::default()
+        .with_error_message(None)
         .with_allow_replication_factor_change(req.allow_replication_factor_change)
         .with_responses(responses);
     (resp, answer.offset)
@@ -136,7 +137,8 @@ fn partition_response(
 ) -> ReassignablePartitionResponse {
     let p = ReassignablePartitionResponse::default().with_partition_index(id);
     match r {
-        Ok(()) => p,
+        // Kafka answers a null message on success (ApiError.NONE has none).
+        Ok(()) => p.with_error_message(None),
         Err(e) => p
             .with_error_code(code(e.code))
             .with_error_message((!e.message.is_empty()).then(|| str_bytes(e.message))),
@@ -198,5 +200,7 @@ pub fn list(
             })
             .collect(),
     };
-    ListPartitionReassignmentsResponse::default().with_topics(topics)
+    ListPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_topics(topics)
 }

@@ -18,7 +18,7 @@ use super::records::{
 use super::{emit, reconcile_member, remove_member_records};
 use crate::group::{Env, Group, JoinResult, Pending, SyncResult};
 use crate::records::{self, GroupValue, MemberValue};
-use crate::{GroupCoordinator, Output, Record};
+use crate::{GroupCoordinator, Output, Record, RequestContext};
 
 /// The partitions of a classic assignment (`ConsumerProtocolAssignment`), as topic names.
 fn decode_assignment(bytes: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
@@ -364,12 +364,12 @@ impl GroupCoordinator {
     pub(crate) fn join_consumer_group(
         &mut self,
         pending: Pending,
-        client_id: &str,
-        client_host: &str,
+        ctx: &RequestContext,
         req: &JoinGroupRequest,
         now: i64,
         out: &mut Output,
     ) {
+        let (client_id, client_host) = (ctx.client_id, ctx.client_host);
         let gid = req.group_id.0.to_string();
         let respond = |out: &mut Output, cfg, r: JoinResult| {
             let mut env = Env { cfg, now, out };
@@ -550,6 +550,7 @@ impl GroupCoordinator {
             &member_id,
             None,
             changed || (is_new && replaced.is_none()),
+            ctx.visible_topics,
             now,
             out,
         );

@@ -46,7 +46,7 @@ use self::regex::TopicRegex;
 pub use self::topics::{TopicInfo, TopicsImage};
 use crate::coordinator::EmptyGroupId;
 use crate::group::s;
-use crate::{GroupCoordinator, Output, Record, RequestContext};
+use crate::{GroupCoordinator, Output, Record, RequestContext, TopicVisibility};
 
 /// Epoch a member sends to leave the group.
 pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
@@ -136,15 +136,17 @@ impl ConsumerGroups {
             .ok_or_else(|| "regex cache".to_string())
     }
 
-    /// The topics a regex matches now.
-    fn resolve(&mut self, pattern: &str) -> BTreeSet<String> {
+    /// The topics a regex matches now, of those `visible` (Kafka resolves a group's regexes
+    /// with the principal of the heartbeat that triggers the resolution, and drops every
+    /// match that principal may not DESCRIBE; the member is not told).
+    fn resolve(&mut self, pattern: &str, visible: TopicVisibility) -> BTreeSet<String> {
         let topics = self.topics.clone();
         match self.regex(pattern) {
             Ok(r) => topics
                 .iter()
                 // As Kafka: internal topics match too (a regex naming
                 // `__consumer_offsets` gets it).
-                .filter(|t| r.matches(&t.name))
+                .filter(|t| r.matches(&t.name) && visible.sees(&t.name))
                 .map(|t| t.name.clone())
                 .collect(),
             Err(_) => BTreeSet::new(),
@@ -230,6 +232,19 @@ impl GroupCoordinator {
         for g in self.consumer.groups.values_mut() {
             let subscribed = g.subscribed_topic_counts();
             if !g.regexes.is_empty() || changed.iter().any(|t| subscribed.contains_key(t)) {
+                g.metadata_stale = true;
+            }
+        }
+    }
+
+    /// The ACLs changed (call when the authorizer's ACLs change): what a group's regexes
+    /// resolve to depends on the DESCRIBE grants of the principal that resolved them, so
+    /// every group with regexes resolves them again at its next heartbeat. Kafka notices
+    /// only at its next refresh (`group.consumer.regex.refresh.interval.ms`, 10 minutes);
+    /// Moldau does not keep a revoked topic assigned that long.
+    pub fn acls_changed(&mut self) {
+        for g in self.consumer.groups.values_mut() {
+            if !g.regexes.is_empty() {
                 g.metadata_stale = true;
             }
         }
@@ -605,7 +620,8 @@ impl GroupCoordinator {
         } else {
             old.meta.subscribed_topic_regex.clone()
         };
-        self.finish_member_update(&gid, &member_id, old_regex, bump, now, out);
+        let visible = ctx.visible_topics;
+        self.finish_member_update(&gid, &member_id, old_regex, bump, visible, now, out);
         // 3. Reconcile the member toward its target.
         let g = self
             .consumer
@@ -638,14 +654,17 @@ impl GroupCoordinator {
         Ok(resp)
     }
 
-    /// Steps 2 and 3 of a heartbeat after the member's metadata record: regexes, the
-    /// subscription metadata and group epoch, and the target assignment.
+    /// Steps 2 and 3 of a heartbeat after the member's metadata record: regexes (resolved
+    /// to the topics `visible` to the heartbeat's principal), the subscription metadata and
+    /// group epoch, and the target assignment.
+    #[allow(clippy::too_many_arguments)]
     fn finish_member_update(
         &mut self,
         gid: &str,
         member_id: &str,
         old_regex: Option<String>,
         mut bump: bool,
+        visible: TopicVisibility,
         now: i64,
         out: &mut Output,
     ) {
@@ -687,7 +706,7 @@ impl GroupCoordinator {
         }
         let existing: BTreeMap<String, ResolvedRegex> = g.regexes.clone();
         for r in to_resolve {
-            let topics = self.consumer.resolve(&r);
+            let topics = self.consumer.resolve(&r, visible);
             if existing.get(&r).is_none_or(|e| e.topics != topics) {
                 regex_records.push(CgRecord::Regex {
                     group: gid.to_string(),

@@ -1336,30 +1336,32 @@ impl TransactionCoordinator {
             && cur.prev_producer_id == pid
             && epoch == i16::MAX - 1
             && cur.producer_epoch == 0;
-        let valid_epoch = if cur_tv2 {
-            match cur.state {
-                TxnState::Ongoing
-                | TxnState::Empty
-                | TxnState::Dead
-                | TxnState::PrepareEpochFence => epoch == cur.producer_epoch,
-                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
-                TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                    retry_on_bump || retry_on_overflow || epoch == cur.producer_epoch
-                }
-            }
-        } else {
-            epoch == cur.producer_epoch
-        };
         if cur.producer_id != pid && !retry_on_overflow {
             fail(&mut out, ErrorCode::InvalidProducerIdMapping);
             return out;
         }
-        if !valid_epoch {
-            fail(&mut out, ErrorCode::ProducerFenced);
+        // Busy before fenced (Kafka's KAFKA-18464): while the previous transaction's markers
+        // or completion are still being written, a version-2 client may already hold the
+        // bumped epoch (EndTxn is answered once the commit is prepared) and end its next,
+        // empty transaction with it; judged against the preparing state, that epoch would
+        // fence the client itself. It retries on CONCURRENT_TRANSACTIONS and is judged once
+        // the previous transaction is complete.
+        if t.pending.is_some()
+            || matches!(cur.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            fail(&mut out, ErrorCode::ConcurrentTransactions);
             return out;
         }
-        if t.pending.is_some() {
-            fail(&mut out, ErrorCode::ConcurrentTransactions);
+        // The epoch must be the current one, except that a version-2 id that completed its
+        // transaction also takes the retry of the EndTxn that bumped it (Kafka's isValidEpoch).
+        let valid_epoch = match cur.state {
+            TxnState::CompleteCommit | TxnState::CompleteAbort if cur_tv2 => {
+                retry_on_bump || retry_on_overflow || epoch == cur.producer_epoch
+            }
+            _ => epoch == cur.producer_epoch,
+        };
+        if !valid_epoch {
+            fail(&mut out, ErrorCode::ProducerFenced);
             return out;
         }
         let is_retry = retry_on_bump || retry_on_overflow;
@@ -1407,9 +1409,6 @@ impl TransactionCoordinator {
                     return out;
                 }
                 self.begin(&txn_id, target, reply, &mut out);
-            }
-            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                fail(&mut out, ErrorCode::ConcurrentTransactions);
             }
             (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
                 tracing::error!(transactional_id = %txn_id, state = ?cur.state, "illegal transaction state");

@@ -162,6 +162,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.join_group(&ctx, r, self.now);
         self.absorb(out);
@@ -225,6 +226,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.sync_group(&ctx, r, self.now);
         self.absorb(out);
@@ -259,6 +261,7 @@ impl H {
             api_version: 3,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.heartbeat(&ctx, r, self.now);
         self.absorb(out);
@@ -295,6 +298,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.leave_group(&ctx, r, self.now);
         self.absorb(out);
@@ -342,6 +346,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.offset_commit(&ctx, r, self.now);
         self.absorb(out);
@@ -410,6 +415,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.txn_offset_commit(&ctx, r, self.now);
         self.absorb(out);
@@ -508,6 +514,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = self.c.offset_fetch(&ctx, r, self.now);
         self.absorb(out);
@@ -529,6 +536,7 @@ impl H {
             api_version: version,
             client_id: "admin",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         };
         let out = f(&mut self.c, &ctx, self.now);
         self.absorb(out);

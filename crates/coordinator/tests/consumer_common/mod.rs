@@ -11,7 +11,8 @@ use bytes::BytesMut;
 use coordinator::consumer::records::Assignment;
 use coordinator::consumer::PersistedGroup;
 use coordinator::{
-    CoordinatorConfig, GroupCoordinator, Output, Record, RequestContext, TopicInfo, TopicsImage,
+    CoordinatorConfig, GroupCoordinator, Output, Record, RequestContext, TopicInfo,
+    TopicVisibility, TopicsImage,
 };
 use model::{ErrorCode, TopicId};
 use protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
@@ -189,6 +190,7 @@ impl H {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         }
     }
 
@@ -215,8 +217,25 @@ impl H {
     }
 
     pub fn hb(&mut self, hb: &Hb) -> ConsumerGroupHeartbeatResponse {
+        self.hb_seeing(hb, None)
+    }
+
+    /// A heartbeat from a principal that may DESCRIBE only the topics `sees` names (every
+    /// topic for None, as without an authorizer).
+    pub fn hb_seeing(
+        &mut self,
+        hb: &Hb,
+        sees: Option<&[String]>,
+    ) -> ConsumerGroupHeartbeatResponse {
         let t = self.token(hb.version);
-        let ctx = self.ctx(t, hb.version);
+        let may_describe = |topic: &str| sees.is_some_and(|s| s.iter().any(|v| v == topic));
+        let ctx = RequestContext {
+            visible_topics: match sees {
+                Some(_) => TopicVisibility::only(&may_describe),
+                None => TopicVisibility::ALL,
+            },
+            ..self.ctx(t, hb.version)
+        };
         let out = self
             .c
             .consumer_group_heartbeat(&ctx, hb.request(), self.now);
@@ -440,6 +459,8 @@ pub struct Client {
     pub regex: Option<String>,
     pub instance: Option<String>,
     pub joined: bool,
+    /// The topics the member's principal may DESCRIBE (None: every topic, no authorizer).
+    pub sees: Option<Vec<String>>,
 }
 
 impl Client {
@@ -453,6 +474,7 @@ impl Client {
             regex: None,
             instance: None,
             joined: false,
+            sees: None,
         }
     }
 
@@ -469,7 +491,7 @@ impl Client {
             self.owned.clear();
             hb.epoch = 0;
         }
-        let r = h.hb(&hb);
+        let r = h.hb_seeing(&hb, self.sees.as_deref());
         let e = ErrorCode::from_code(r.error_code);
         match e {
             ErrorCode::None => {

@@ -119,6 +119,7 @@ impl T {
             api_version: version,
             client_id: "client",
             client_host: "/127.0.0.1",
+            visible_topics: coordinator::TopicVisibility::ALL,
         }
     }
 

@@ -10,6 +10,7 @@ mod group;
 mod output;
 mod produce;
 mod quota;
+mod reassign;
 mod topic;
 mod txn;
 mod user;
@@ -26,6 +27,7 @@ pub struct Common {
     #[arg(
         long,
         short = 'b',
+        alias = "bootstrap-server",
         env = "MOLDAU_BROKERS",
         default_value = "127.0.0.1:9092",
         value_name = "HOST:PORT,..."

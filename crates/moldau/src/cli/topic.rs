@@ -1,4 +1,4 @@
-//! `moldau topic create|list|describe|delete|alter-config|add-partitions`.
+//! `moldau topic create|list|describe|delete|alter-config|add-partitions|reassign`.
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
@@ -61,6 +61,26 @@ pub enum TopicCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Move partitions between brokers, as kafka-reassign-partitions.sh does (its options, its JSON)
+    ///
+    /// A plan is Kafka's reassignment JSON, so files move between the two tools:
+    ///   {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[3,2]}]}
+    /// ("log_dirs" may be given, as Kafka writes it, but only with "any" entries).
+    ///
+    /// The usual round: --generate proposes a plan for --topics over --broker-list; --execute
+    /// starts it (printing the current assignment, to save for a rollback), optionally with
+    /// --throttle; --verify reports each partition and, once every one is complete, removes the
+    /// throttles; --cancel stops the reassignments in progress (and removes the throttles);
+    /// --list shows every reassignment in progress.
+    ///
+    /// --throttle BYTES (per second) sets what Kafka's tool sets: on every broker the moves
+    /// involve, leader.replication.throttled.rate and follower.replication.throttled.rate; on
+    /// each topic, leader.replication.throttled.replicas (the current replicas of the moving
+    /// partitions) and follower.replication.throttled.replicas (the replicas being added). Only
+    /// replicas that are not in sync are held back. --verify (once complete) and --cancel remove
+    /// them, unless --preserve-throttles.
+    #[command(verbatim_doc_comment)]
+    Reassign(Box<super::reassign::ReassignArgs>),
     /// Add partitions to a topic.
     AddPartitions {
         name: String,
@@ -77,6 +97,7 @@ pub enum TopicCommand {
 
 pub async fn run(cmd: TopicCommand) -> anyhow::Result<()> {
     match cmd {
+        TopicCommand::Reassign(args) => super::reassign::run(*args).await?,
         TopicCommand::Create {
             name,
             partitions,

@@ -6,8 +6,10 @@ on the broker (confluent-kafka's admin, as `kafka-configs --entity-type brokers`
 `listener.name.<listener>.max.connections` (KIP-402: that listener waits for a slot, the broker's
 other listeners serve) and `listener.name.<listener>.max.connection.creation.rate` (KIP-612:
 that listener's acceptor pauses; the inter-broker listener is out of the broker-wide rate, as
-Kafka's protected listener). Connections come from different loopback addresses (127.0.0.1,
-127.0.0.2) to show the limits are per address.
+Kafka's protected listener), and over the broker-wide `max.connections` (which the protected
+inter-broker listener passes) the least recently active connections of the other listeners are
+closed until the total is back at the limit (Kafka's `closeExcessConnections`). Connections come
+from different loopback addresses (127.0.0.1, 127.0.0.2) to show the limits are per address.
 """
 
 from __future__ import annotations
@@ -420,3 +422,145 @@ def test_the_inter_broker_listener_is_out_of_the_broker_wide_creation_rate(broke
     clients.confluent_produce(f"127.0.0.1:{internal_port}", "protected", [{"value": b"v"}])
     for s in socks + internal:
         s.close()
+
+
+def connect_served_at(address: tuple[str, int]) -> socket.socket:
+    """A served connection to `address`, once the broker has released the slots of connections
+    closed just before (its close is noticed asynchronously)."""
+    got: list[socket.socket] = []
+
+    def attempt() -> bool:
+        s = socket.create_connection(address, timeout=10)
+        if served(s):
+            got.append(s)
+            return True
+        s.close()
+        return False
+
+    wait_for(f"a connection to {address} is served", attempt)
+    return got[0]
+
+
+def closed_by_broker(s: socket.socket) -> bool:
+    """Whether the broker has closed this connection (read without sending anything)."""
+    s.setblocking(False)
+    try:
+        return s.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
+        s.settimeout(10)
+
+
+def check_over_max_connections_the_least_recently_active_closes(
+        clients_at: tuple[str, int], internal_at: tuple[str, int], max_connections: int) -> None:
+    """A broker with `max.connections=max_connections`, a client listener at `clients_at` and
+    its inter-broker listener at `internal_at` (protected: it has other listeners), nothing else
+    connected. The client listener is filled with connections, each served once in turn; the
+    first is used again. A connection to the inter-broker listener is then served at once, over
+    the limit, and the least recently active client connection (the second: each one's last
+    request is older than the first's) is closed while the others keep being served; a second
+    one closes the next least recently active (the third), not the one used again."""
+    held = [connect_served_at(clients_at) for _ in range(max_connections)]
+    assert served(held[0])
+    internal = socket.create_connection(internal_at, timeout=10)
+    assert served(internal), "the inter-broker listener waits for nothing"
+    wait_for("the least recently active client connection is closed", lambda: closed_by_broker(held[1]))
+    assert not any(closed_by_broker(s) for s in held[:1] + held[2:])
+    assert served(internal)
+    # Used again just now: held[0] and the ones after held[2]; held[2]'s last request is the
+    # oldest of those left.
+    for s in held[3:] + held[:1]:
+        assert served(s)
+    second = socket.create_connection(internal_at, timeout=10)
+    assert served(second)
+    wait_for("the next least recently active client connection is closed", lambda: closed_by_broker(held[2]))
+    assert not any(closed_by_broker(s) for s in held[:1] + held[3:])
+    for s in held[:1] + held[3:] + [internal, second]:
+        assert served(s)
+        s.close()
+    held[1].close()
+    held[2].close()
+
+
+def two_listeners(brokers, name: str, internal_port: int, **props):
+    """A broker with PLAINTEXT (clients) and INTERNAL, its inter-broker listener (protected)."""
+    return brokers.start(name, **{
+        "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", **props})
+
+
+def test_over_max_connections_the_least_recently_active_connections_close(brokers):
+    """Kafka's closeExcessConnections (the same check runs on Kafka 4.4 in
+    reference/test_connection_limits_on_kafka.py): `max.connections=3` filled on the client
+    listener, a connection to the inter-broker listener is served at once and the least recently
+    active client connection is closed, the one used since keeps being served; counted in
+    /metrics for the client listener."""
+    internal_port = free_port()
+    server = two_listeners(brokers, "close-excess", internal_port, **{"max.connections": 3})
+    check_over_max_connections_the_least_recently_active_closes(
+        server.address, ("127.0.0.1", internal_port), 3)
+    closed = accept_metrics(server, "moldau_connections_closed_over_max_total")
+    assert closed == {"PLAINTEXT": 2, "INTERNAL": 0}, closed
+
+
+def plaintext_connections(server) -> int:
+    return int(accept_metrics(server, "moldau_connections").get("PLAINTEXT", 0))
+
+
+def test_real_clients_keep_working_while_idle_connections_close_over_max_connections(brokers):
+    """Two idle raw connections, then a confluent-kafka and a kafka-python producer that produce
+    (their connections are more recent); `max.connections` lowered at runtime to one under the
+    total (an admin client on the inter-broker listener: Kafka closes connections over a lowered
+    limit too) closes the oldest idle one, a connection to the inter-broker listener then closes
+    the other, and both producers keep producing on their connections."""
+    internal_port = free_port()
+    server = two_listeners(brokers, "close-excess-clients", internal_port)
+    topic = "close-excess"
+    clients.confluent_produce(server.bootstrap, topic, [{"value": b"created"}])
+    wait_for("the first producer's connection is closed", lambda: plaintext_connections(server) == 0)
+    idle = [connect_served(server) for _ in range(2)]
+    rd = clients.confluent_producer(server.bootstrap)
+    from kafka import KafkaProducer
+    kp = KafkaProducer(bootstrap_servers=server.bootstrap, request_timeout_ms=10000, max_block_ms=15000)
+
+    def produce_both(value: bytes) -> None:
+        errors = []
+        rd.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: err and errors.append(err))
+        assert rd.flush(30) == 0 and not errors, errors
+        kp.send(topic, value=value, partition=0).get(timeout=30)
+
+    try:
+        produce_both(b"before")
+        admin = clients.confluent_admin(f"127.0.0.1:{internal_port}")
+        r = ConfigResource(ResourceType.BROKER, "1")
+        admin.describe_configs([r])[r].result(timeout=30)
+        # kafka-python's bootstrap connection closes once it knows the broker: wait until the
+        # count is steady at what the producers keep (read twice with a request in between).
+        before = plaintext_connections(server)
+        produce_both(b"steady")
+        wait_for("the client connections are steady", lambda: plaintext_connections(server) == before)
+        # The admin client's one connection on INTERNAL counts in the total too.
+        total = before + 1
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("max.connections", str(total - 1), incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(timeout=30)
+        wait_for("the oldest idle connection is closed", lambda: closed_by_broker(idle[0]))
+        assert not closed_by_broker(idle[1])
+        internal = connect_to(internal_port)
+        assert served(internal)
+        wait_for("the other idle connection is closed", lambda: closed_by_broker(idle[1]))
+        produce_both(b"after")
+        closed = accept_metrics(server, "moldau_connections_closed_over_max_total")
+        assert closed.get("PLAINTEXT") == 2, closed
+        assert plaintext_connections(server) == before - 2
+        internal.close()
+    finally:
+        kp.close(timeout=5)
+        rd.flush(5)
+        for s in idle:
+            s.close()

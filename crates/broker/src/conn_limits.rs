@@ -15,14 +15,22 @@
 //! listener is *protected*: its acceptor waits for neither the broker-wide `max.connections`
 //! nor `max.connection.creation.rate`, and its connections are not counted in the broker-wide
 //! rate (they are in the broker-wide total, as in Kafka); only its own listener limits hold it
-//! (so clients cannot starve replication of connections).
+//! (so clients cannot starve replication of connections). When its connections take the total
+//! over `max.connections` (or a lowered `max.connections` leaves more open than it allows), the
+//! least recently active connections of the other listeners are told to close until the total
+//! is back at the limit, as Kafka's `Processor.closeExcessConnections` closes its selector's
+//! least recently used channel while `maxConnectionsExceeded`: each connection's [`Activity`]
+//! (its last request read or response written, by a broker-wide sequence, so the order is
+//! strict; a new connection counts as active when admitted, as Kafka registers a channel) is
+//! registered here, and [`ConnectionCounts::close_excess`] picks them.
 
 use auth::quota::{RateConfig, SampledRate};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The limits in force, from the effective broker configs.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,12 +128,85 @@ fn resolve(host: &str) -> Option<IpAddr> {
     (host, 0).to_socket_addrs().ok()?.next().map(|a| a.ip())
 }
 
+/// A connection's last activity and its close signal. The serve loop calls [`Activity::touch`]
+/// when it reads a request or writes a response (two relaxed atomics, no lock) and watches
+/// [`Activity::close_token`]; [`ConnectionCounts::close_excess`] cancels it.
+#[derive(Debug)]
+pub struct Activity {
+    /// The broker-wide activity sequence ([`ConnectionCounts`]'s).
+    clock: Arc<AtomicU64>,
+    /// The sequence number of this connection's last activity.
+    last: AtomicU64,
+    /// Cancelled to close the connection: a child of the broker's shutdown token.
+    close: CancellationToken,
+    /// Told to close over `max.connections` (set before `close` is cancelled).
+    over_max: AtomicBool,
+}
+
+impl Activity {
+    fn new(clock: Arc<AtomicU64>, parent: &CancellationToken) -> Activity {
+        let last = clock.fetch_add(1, Ordering::Relaxed);
+        Activity {
+            clock,
+            last: AtomicU64::new(last),
+            close: parent.child_token(),
+            over_max: AtomicBool::new(false),
+        }
+    }
+
+    /// Records activity now: a request read or a response written.
+    pub fn touch(&self) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        // The reader and the writer both touch: keep the later of the two.
+        self.last.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> u64 {
+        self.last.load(Ordering::Relaxed)
+    }
+
+    /// The connection's token: cancelled when the broker shuts down or when the connection is
+    /// closed over `max.connections`.
+    pub fn close_token(&self) -> &CancellationToken {
+        &self.close
+    }
+
+    /// Whether the connection was told to close over `max.connections`.
+    pub fn closed_over_max(&self) -> bool {
+        self.over_max.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the connection is told to close over `max.connections` (never for a
+    /// broker shutdown, where the writer drains its queued answers): the writer then drops
+    /// what is queued, as Kafka closes the channel with its responses pending.
+    pub async fn told_to_close(&self) {
+        self.close.cancelled().await;
+        if !self.closed_over_max() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The connections [`ConnectionCounts::close_excess`] may close: those of the listeners that are
+/// not protected.
+#[derive(Debug, Default)]
+struct Closable {
+    next_id: u64,
+    conns: HashMap<u64, Arc<Activity>>,
+    /// Of those, told to close and not closed yet (their slots still count).
+    closing: usize,
+}
+
 /// The broker's open connections (client listeners), per address, per listener and in total.
 #[derive(Debug)]
 pub struct ConnectionCounts {
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     per_listener: Mutex<HashMap<Arc<str>, usize>>,
+    /// Changed under the `closable` lock, so `close_excess` sees it and the registry agree.
     total: AtomicUsize,
+    closable: Mutex<Closable>,
+    /// The activity sequence.
+    clock: Arc<AtomicU64>,
     closed: tokio::sync::Notify,
     start: Instant,
     /// The broker-wide connection creation rate (every listener but a protected one).
@@ -155,6 +236,8 @@ impl Default for ConnectionCounts {
             per_ip: Mutex::new(HashMap::new()),
             per_listener: Mutex::new(HashMap::new()),
             total: AtomicUsize::new(0),
+            closable: Mutex::new(Closable::default()),
+            clock: Arc::new(AtomicU64::new(0)),
             closed: tokio::sync::Notify::new(),
             start: Instant::now(),
             creation: Mutex::new(SampledRate::new()),
@@ -171,6 +254,16 @@ pub struct Slot {
     counts: Arc<ConnectionCounts>,
     ip: IpAddr,
     listener: Arc<str>,
+    activity: Arc<Activity>,
+    /// Its key among the closable connections (none on a protected listener).
+    closable: Option<u64>,
+}
+
+impl Slot {
+    /// The connection's activity record and close signal.
+    pub fn activity(&self) -> &Arc<Activity> {
+        &self.activity
+    }
 }
 
 impl Drop for Slot {
@@ -192,7 +285,18 @@ impl Drop for Slot {
             *n = n.saturating_sub(1);
         }
         drop(l);
+        let mut c = self
+            .counts
+            .closable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(gone) = self.closable.and_then(|id| c.conns.remove(&id)) {
+            if gone.closed_over_max() {
+                c.closing = c.closing.saturating_sub(1);
+            }
+        }
         self.counts.total.fetch_sub(1, Ordering::Relaxed);
+        drop(c);
         self.counts.closed.notify_waiters();
     }
 }
@@ -237,12 +341,16 @@ impl ConnectionCounts {
     }
 
     /// Counts a new connection from `ip` on `listener`; `None` (close it) when its address is
-    /// at its limit.
+    /// at its limit. Unless the listener is `protected`, the connection may be closed later
+    /// to bring the broker back under `max.connections` (`close_excess`); its close token is
+    /// a child of `parent` (the broker's shutdown token).
     pub fn admit(
         self: &Arc<Self>,
         ip: IpAddr,
         listener: &Arc<str>,
         limits: &Limits,
+        protected: bool,
+        parent: &CancellationToken,
     ) -> Option<Slot> {
         let mut m = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(ip).or_insert(0);
@@ -260,12 +368,61 @@ impl ConnectionCounts {
             .unwrap_or_else(|e| e.into_inner())
             .entry(listener.clone())
             .or_insert(0) += 1;
+        let activity = Arc::new(Activity::new(self.clock.clone(), parent));
+        let mut c = self.closable.lock().unwrap_or_else(|e| e.into_inner());
+        let closable = (!protected).then(|| {
+            let id = c.next_id;
+            c.next_id += 1;
+            c.conns.insert(id, activity.clone());
+            id
+        });
         self.total.fetch_add(1, Ordering::Relaxed);
+        drop(c);
         Some(Slot {
             counts: self.clone(),
             ip,
             listener: listener.clone(),
+            activity,
+            closable,
         })
+    }
+
+    /// While the broker has more connections open than `max_connections` (the protected
+    /// inter-broker listener passed it, or it was lowered), tells the least recently active
+    /// connections of the other listeners to close, as many as the excess beyond those already
+    /// told and not closed yet (Kafka's `closeExcessConnections`, one selector's
+    /// `lowestPriorityChannel` at a time). Returns how many it told.
+    pub fn close_excess(&self, max_connections: usize) -> usize {
+        if self.total.load(Ordering::Relaxed) <= max_connections {
+            return 0;
+        }
+        let victims: Vec<Arc<Activity>> = {
+            let mut c = self.closable.lock().unwrap_or_else(|e| e.into_inner());
+            let need = self
+                .total
+                .load(Ordering::Relaxed)
+                .saturating_sub(max_connections)
+                .saturating_sub(c.closing);
+            if need == 0 {
+                return 0;
+            }
+            let mut open: Vec<&Arc<Activity>> =
+                c.conns.values().filter(|a| !a.closed_over_max()).collect();
+            if need < open.len() {
+                open.select_nth_unstable_by_key(need, |a| a.last());
+                open.truncate(need);
+            }
+            let victims: Vec<Arc<Activity>> = open.into_iter().cloned().collect();
+            for v in &victims {
+                v.over_max.store(true, Ordering::Release);
+            }
+            c.closing += victims.len();
+            victims
+        };
+        for v in &victims {
+            v.close.cancel();
+        }
+        victims.len()
     }
 
     /// Takes the `connection_creation_rate` quotas of the `ip` entities of a newly applied
@@ -410,17 +567,39 @@ mod tests {
         ]);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let l0: Arc<str> = "PLAINTEXT".into();
-        let one = counts.admit(a, &l0, &l).unwrap();
-        let _two = counts.admit(a, &l0, &l).unwrap();
-        assert!(counts.admit(a, &l0, &l).is_none());
-        drop(one);
-        assert!(counts.admit(a, &l0, &l).is_some());
+        let one = counts
+            .admit(a, &l0, &l, false, &CancellationToken::new())
+            .unwrap();
+        let _two = counts
+            .admit(a, &l0, &l, false, &CancellationToken::new())
+            .unwrap();
         assert!(counts
-            .admit("127.0.0.2".parse().unwrap(), &l0, &l)
+            .admit(a, &l0, &l, false, &CancellationToken::new())
+            .is_none());
+        drop(one);
+        assert!(counts
+            .admit(a, &l0, &l, false, &CancellationToken::new())
+            .is_some());
+        assert!(counts
+            .admit(
+                "127.0.0.2".parse().unwrap(),
+                &l0,
+                &l,
+                false,
+                &CancellationToken::new()
+            )
             .is_none());
         let c: IpAddr = "127.0.0.3".parse().unwrap();
-        let held: Vec<_> = (0..3).map(|_| counts.admit(c, &l0, &l).unwrap()).collect();
-        assert!(counts.admit(c, &l0, &l).is_none());
+        let held: Vec<_> = (0..3)
+            .map(|_| {
+                counts
+                    .admit(c, &l0, &l, false, &CancellationToken::new())
+                    .unwrap()
+            })
+            .collect();
+        assert!(counts
+            .admit(c, &l0, &l, false, &CancellationToken::new())
+            .is_none());
         assert_eq!(held.len(), 3);
     }
 
@@ -433,11 +612,17 @@ mod tests {
         let internal: Arc<str> = "INTERNAL".into();
         let external: Arc<str> = "EXTERNAL".into();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let held = counts.admit(ip, &internal, &l).unwrap();
+        let held = counts
+            .admit(ip, &internal, &l, false, &CancellationToken::new())
+            .unwrap();
         // Another listener has no limit of its own: a slot at once, and more.
         assert!(!counts.wait_for_slot(&external, false, || l.clone()).await);
         let others: Vec<_> = (0..3)
-            .map(|_| counts.admit(ip, &external, &l).unwrap())
+            .map(|_| {
+                counts
+                    .admit(ip, &external, &l, false, &CancellationToken::new())
+                    .unwrap()
+            })
             .collect();
         assert_eq!(counts.listener_count(&external), 3);
         // The limited listener waits until its own connection closes.
@@ -463,8 +648,12 @@ mod tests {
             ("max.connections", "2"),
             ("listener.name.internal.max.connections", "5"),
         ]);
-        let _a = counts.admit(ip, &external, &l).unwrap();
-        let _b = counts.admit(ip, &external, &l).unwrap();
+        let _a = counts
+            .admit(ip, &external, &l, false, &CancellationToken::new())
+            .unwrap();
+        let _b = counts
+            .admit(ip, &external, &l, false, &CancellationToken::new())
+            .unwrap();
         let full = counts.wait_for_slot(&internal, false, || l.clone());
         tokio::pin!(full);
         tokio::select! {
@@ -642,7 +831,11 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let (clients, internal): (Arc<str>, Arc<str>) = ("PLAINTEXT".into(), "INTERNAL".into());
         let _held: Vec<_> = (0..2)
-            .map(|_| counts.admit(ip, &clients, &l).unwrap())
+            .map(|_| {
+                counts
+                    .admit(ip, &clients, &l, false, &CancellationToken::new())
+                    .unwrap()
+            })
             .collect();
         // Full broker-wide: a client listener waits, the protected listener does not...
         let waiting = counts.wait_for_slot(&clients, false, || l.clone());
@@ -655,7 +848,11 @@ mod tests {
         assert!(!counts.wait_for_slot(&internal, true, || l.clone()).await);
         // ...up to its own max.connections, which falls back to the broker-wide value.
         let _own: Vec<_> = (0..2)
-            .map(|_| counts.admit(ip, &internal, &l).unwrap())
+            .map(|_| {
+                counts
+                    .admit(ip, &internal, &l, true, &CancellationToken::new())
+                    .unwrap()
+            })
             .collect();
         let full = counts.wait_for_slot(&internal, true, || l.clone());
         tokio::pin!(full);
@@ -680,5 +877,97 @@ mod tests {
             counts.unrecord_creation(&external, false, rate);
         }
         assert_eq!(counts.record_creation(&external, false, &l, rate), 0);
+    }
+
+    #[test]
+    fn over_max_connections_the_least_recently_active_other_connections_close() {
+        // Kafka's closeExcessConnections: the protected listener passes max.connections, and
+        // the other listeners' least recently used channels close until the total is back.
+        let counts = Arc::new(ConnectionCounts::default());
+        let l = limits(&[("max.connections", "3")]);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let (clients, internal): (Arc<str>, Arc<str>) = ("PLAINTEXT".into(), "INTERNAL".into());
+        let broker = CancellationToken::new();
+        let admit = |listener: &Arc<str>, protected: bool| {
+            counts.admit(ip, listener, &l, protected, &broker).unwrap()
+        };
+        let (a, b, c) = (
+            admit(&clients, false),
+            admit(&clients, false),
+            admit(&clients, false),
+        );
+        // At the limit: nothing to close.
+        assert_eq!(counts.close_excess(3), 0);
+        // All as idle as when admitted: the oldest goes first (Kafka's LRU order counts a new
+        // channel's registration as its first use).
+        let p1 = admit(&internal, true);
+        assert_eq!(counts.close_excess(3), 1);
+        assert!(a.activity().closed_over_max() && a.activity().close_token().is_cancelled());
+        assert!(![&b, &c, &p1]
+            .iter()
+            .any(|s| s.activity().close_token().is_cancelled()));
+        // Told and not closed yet: its slot still counts, but no second one is told.
+        assert_eq!(counts.close_excess(3), 0);
+        drop(a);
+        assert_eq!(counts.close_excess(3), 0);
+        // b is used (a request read): c is now the least recently active.
+        b.activity().touch();
+        let p2 = admit(&internal, true);
+        assert_eq!(counts.close_excess(3), 1);
+        assert!(c.activity().closed_over_max());
+        assert!(!b.activity().closed_over_max());
+        // Protected connections are never closed: with only b left to close, a third one
+        // over the limit closes b, and a fourth finds nothing.
+        drop(c);
+        let p3 = admit(&internal, true);
+        assert_eq!(counts.close_excess(3), 1);
+        assert!(b.activity().closed_over_max());
+        drop(b);
+        let p4 = admit(&internal, true);
+        assert_eq!(counts.close_excess(3), 0);
+        for p in [&p1, &p2, &p3, &p4] {
+            assert!(!p.activity().close_token().is_cancelled());
+        }
+        drop((p1, p2, p3, p4));
+        // A lowered max.connections closes as many as it takes, least recently active first;
+        // a broker shutdown cancels every token but is not a close over the limit.
+        let conns: Vec<Slot> = (0..5).map(|_| admit(&clients, false)).collect();
+        conns[0].activity().touch();
+        conns[3].activity().touch();
+        assert_eq!(counts.close_excess(2), 3);
+        let told: Vec<bool> = conns
+            .iter()
+            .map(|s| s.activity().closed_over_max())
+            .collect();
+        assert_eq!(told, vec![false, true, true, false, true]);
+        broker.cancel();
+        assert!(conns[0].activity().close_token().is_cancelled());
+        assert!(!conns[0].activity().closed_over_max());
+    }
+
+    #[tokio::test]
+    async fn the_writer_stops_only_when_told_to_close_over_the_limit() {
+        let counts = Arc::new(ConnectionCounts::default());
+        let l = limits(&[("max.connections", "1")]);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let clients: Arc<str> = "PLAINTEXT".into();
+        let broker = CancellationToken::new();
+        let shut = counts.admit(ip, &clients, &l, false, &broker).unwrap();
+        broker.cancel();
+        {
+            let told = shut.activity().told_to_close();
+            tokio::pin!(told);
+            tokio::select! {
+                biased;
+                _ = &mut told => panic!("a shutdown is not a close over max.connections"),
+                _ = std::future::ready(()) => {}
+            }
+        }
+        drop(shut);
+        let other = CancellationToken::new();
+        let first = counts.admit(ip, &clients, &l, false, &other).unwrap();
+        let _second = counts.admit(ip, &clients, &l, true, &other).unwrap();
+        assert_eq!(counts.close_excess(1), 1);
+        first.activity().told_to_close().await;
     }
 }

@@ -53,8 +53,10 @@ pub enum ListenerKind {
 /// `listener.name.<listener>.max.connection.creation.rate` (the loop pauses accepting) and an
 /// address's `connection_creation_rate` quota (that connection is closed unserved after its
 /// throttle time). The inter-broker listener of a broker with several listeners is protected
-/// from the broker-wide limits, as Kafka's (`conn_limits`). Controller listeners keep a fixed
-/// `max.connections` of their own.
+/// from the broker-wide limits, as Kafka's (`conn_limits`); when its connections take the broker
+/// over `max.connections`, the least recently active connections of the other listeners are
+/// closed until it is back at the limit (`ConnectionCounts::close_excess`, Kafka's
+/// `closeExcessConnections`). Controller listeners keep a fixed `max.connections` of their own.
 pub async fn accept_loop(
     listener: TcpListener,
     listener_name: Arc<str>,
@@ -114,8 +116,19 @@ pub async fn accept_loop(
                             .unrecord_creation(&listener_name, protected, rate);
                     }
                     let admitted = (ip_throttle == 0)
-                        .then(|| state.connections.admit(peer.ip(), &listener_name, &now))
+                        .then(|| {
+                            state.connections.admit(
+                                peer.ip(),
+                                &listener_name,
+                                &now,
+                                protected,
+                                &cancel,
+                            )
+                        })
                         .flatten();
+                    if admitted.is_some() {
+                        close_excess(&state, &now, &listener_name);
+                    }
                     if ip_throttle == 0 && admitted.is_none() {
                         tracing::info!(%peer, "closing connection: too many connections from its address (max.connections.per.ip)");
                         METRICS.connection_refused();
@@ -155,15 +168,28 @@ pub async fn accept_loop(
                     slot = Some(admitted);
                 }
                 let state = state.clone();
-                let cancel = cancel.clone();
+                // A counted connection closes on its own token too (over max.connections).
+                let activity = slot
+                    .as_ref()
+                    .map(|s: &crate::conn_limits::Slot| s.activity().clone());
+                let cancel = activity
+                    .as_ref()
+                    .map_or_else(|| cancel.clone(), |a| a.close_token().clone());
                 let inner_tasks = tasks.clone();
                 let counted = stats.opened();
                 let name = listener_name.clone();
                 let tls = tls.clone();
+                let stats = stats.clone();
                 tasks.spawn(async move {
                     tracing::debug!(%peer, "connection opened");
-                    serve(stream, peer, name, kind, tls, state, cancel, inner_tasks).await;
-                    tracing::debug!(%peer, "connection closed");
+                    let conn = (peer, name, kind, state, cancel, inner_tasks, activity.clone());
+                    serve(stream, tls, conn).await;
+                    if activity.is_some_and(|a| a.closed_over_max()) {
+                        tracing::info!(%peer, "connection closed: the broker was over max.connections and it was the least recently active");
+                        stats.closed_over_max();
+                    } else {
+                        tracing::debug!(%peer, "connection closed");
+                    }
                     drop(counted);
                     drop(permit);
                     drop(slot);
@@ -178,6 +204,20 @@ pub async fn accept_loop(
                 }
             }
         }
+    }
+}
+
+/// Closes connections of the non-protected listeners while the broker is over
+/// `max.connections` (a connection of the protected listener was just admitted over it).
+fn close_excess(state: &BrokerState, limits: &crate::conn_limits::Limits, listener: &str) {
+    let told = state.connections.close_excess(limits.max_connections);
+    if told > 0 {
+        tracing::info!(
+            %listener,
+            closing = told,
+            max_connections = limits.max_connections,
+            "over max.connections: closing the least recently active connections of the other listeners"
+        );
     }
 }
 
@@ -203,23 +243,13 @@ fn protected_listener(config: &model::config::BrokerConfig, listener: &str) -> b
 }
 
 /// Serves one connection: over TLS first when the listener is encrypted.
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    stream: TcpStream,
-    peer: std::net::SocketAddr,
-    listener_name: Arc<str>,
-    kind: ListenerKind,
-    tls: Option<Arc<ListenerTls>>,
-    state: Arc<BrokerState>,
-    cancel: CancellationToken,
-    tasks: TaskTracker,
-) {
+async fn serve(stream: TcpStream, tls: Option<Arc<ListenerTls>>, conn: ConnParts) {
     let _ = stream.set_nodelay(true);
     let Some(tls) = tls else {
         let (read_half, write_half) = stream.into_split();
-        let conn = (peer, listener_name, kind, state, cancel, tasks);
         return serve_halves(read_half, write_half, conn, KafkaPrincipal::anonymous()).await;
     };
+    let (peer, cancel) = (conn.0, conn.4.clone());
     let handshake = tokio::time::timeout(
         std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
         tls.acceptor().accept(stream),
@@ -241,11 +271,11 @@ async fn serve(
     let principal = tls.principal(stream.get_ref().1.peer_certificates());
     tracing::debug!(%peer, %principal, "TLS connection established");
     let (read_half, write_half) = tokio::io::split(stream);
-    let conn = (peer, listener_name, kind, state, cancel, tasks);
     serve_halves(read_half, write_half, conn, KafkaPrincipal::user(principal)).await
 }
 
-/// One connection's peer, listener and owners.
+/// One connection's peer, listener, owners, close token and activity record (on broker
+/// listeners: a request read or a response written counts, `conn_limits::Activity`).
 type ConnParts = (
     std::net::SocketAddr,
     Arc<str>,
@@ -253,6 +283,7 @@ type ConnParts = (
     Arc<BrokerState>,
     CancellationToken,
     TaskTracker,
+    Option<Arc<crate::conn_limits::Activity>>,
 );
 
 /// Serves a connection's requests; `principal` is who the transport authenticated (the client
@@ -267,7 +298,7 @@ async fn serve_halves<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (peer, listener_name, kind, state, cancel, tasks) = conn;
+    let (peer, listener_name, kind, state, cancel, tasks, activity) = conn;
     let mut who = Arc::new(RequestContext::new(principal, peer.ip()));
     // Kafka shows a client's host as "/<ip>" in group descriptions.
     let client_host = format!("/{}", peer.ip());
@@ -275,7 +306,12 @@ async fn serve_halves<R, W>(
         state.config.queued_max_requests.max(1) as usize,
     );
     let responses = Arc::new(ResponseBytes::default());
-    let writer = tasks.spawn(write_replies(write_half, rx, responses.clone()));
+    let writer = tasks.spawn(write_replies(
+        write_half,
+        rx,
+        responses.clone(),
+        activity.clone(),
+    ));
     let mut frames = FrameReader::new(state.config.socket_request_max_bytes.max(0) as usize);
     let idle = std::time::Duration::from_millis(state.config.connections_max_idle_ms.max(1) as u64);
     let response_bound = state.config.queued_max_response_bytes.max(0) as usize;
@@ -359,6 +395,9 @@ async fn serve_halves<R, W>(
                 }
             },
         };
+        if let Some(a) = &activity {
+            a.touch();
+        }
         let step = match sasl.as_mut() {
             Some(g) => g.step(frame, state.as_ref()),
             None => Step::Pass(frame),
@@ -578,10 +617,29 @@ async fn flush_unless_ready<T, W: AsyncWrite + Unpin>(
     }
 }
 
+/// Writes a connection's replies in order; on a broker listener each written response counts as
+/// activity, and a connection told to close over `max.connections` stops at once, dropping
+/// what is queued (Kafka closes the channel with its responses pending).
 async fn write_replies<W: AsyncWrite + Unpin>(
+    write_half: W,
+    rx: mpsc::Receiver<(Reply, Option<RequestTimer>)>,
+    responses: Arc<ResponseBytes>,
+    activity: Option<Arc<crate::conn_limits::Activity>>,
+) {
+    let Some(activity) = activity else {
+        return write_replies_until_done(write_half, rx, responses, None).await;
+    };
+    tokio::select! {
+        _ = activity.told_to_close() => {}
+        _ = write_replies_until_done(write_half, rx, responses, Some(&activity)) => {}
+    }
+}
+
+async fn write_replies_until_done<W: AsyncWrite + Unpin>(
     write_half: W,
     mut rx: mpsc::Receiver<(Reply, Option<RequestTimer>)>,
     responses: Arc<ResponseBytes>,
+    activity: Option<&crate::conn_limits::Activity>,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, write_half);
     while let Some((reply, timer)) = rx.recv().await {
@@ -623,6 +681,9 @@ async fn write_replies<W: AsyncWrite + Unpin>(
         if written.is_err() {
             return;
         }
+        if let Some(a) = activity {
+            a.touch();
+        }
         if rx.is_empty() && out.flush().await.is_err() {
             return;
         }
@@ -651,6 +712,7 @@ mod tests {
             server,
             rx,
             Arc::new(ResponseBytes::default()),
+            None,
         ));
         let (release, wait) = tokio::sync::oneshot::channel::<()>();
         let later: std::pin::Pin<Box<dyn std::future::Future<Output = Option<Bytes>> + Send>> =

@@ -106,6 +106,9 @@ pub struct ListenerStats {
     /// Microseconds the accept loop paused for `max.connection.creation.rate`, as Kafka's
     /// `connection-accept-throttle-time`.
     throttled_us: AtomicU64,
+    /// Connections closed because the broker was over `max.connections` (the least recently
+    /// active first, as Kafka's `closeExcessConnections`).
+    closed_over_max: AtomicU64,
 }
 
 impl ListenerStats {
@@ -125,6 +128,11 @@ impl ListenerStats {
     pub fn accept_throttled(&self, d: std::time::Duration) {
         self.throttled_us
             .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed because the broker was over `max.connections`.
+    pub fn closed_over_max(&self) {
+        self.closed_over_max.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -252,6 +260,7 @@ impl BrokerMetrics {
             closed: AtomicU64::new(0),
             blocked_us: AtomicU64::new(0),
             throttled_us: AtomicU64::new(0),
+            closed_over_max: AtomicU64::new(0),
         });
         l.push(s.clone());
         s
@@ -638,6 +647,17 @@ fn collect_counters(out: &mut Scrape<'_>) -> fmt::Result {
             (
                 [("listener", l.name.clone())],
                 l.throttled_us.load(Ordering::Relaxed) as f64 / 1e6,
+            )
+        }),
+    )?;
+    out.counter(
+        "moldau_connections_closed_over_max",
+        "Connections closed because the broker was over max.connections (the protected inter-broker listener passed it, or it was lowered), the least recently active first, by listener.",
+        None,
+        listeners.iter().map(|l| {
+            (
+                [("listener", l.name.clone())],
+                l.closed_over_max.load(Ordering::Relaxed),
             )
         }),
     )?;

@@ -367,6 +367,17 @@ impl BrokerState {
                 .broker_layers(self.node_id, &self.config.props)
                 .effective();
             self.replication_quotas.update(&props);
+            // A lowered max.connections closes the least recently active connections over it,
+            // as Kafka's processors do while `maxConnectionsExceeded`.
+            let max_connections = crate::conn_limits::Limits::from_props(&props).max_connections;
+            let told = self.connections.close_excess(max_connections);
+            if told > 0 {
+                tracing::info!(
+                    max_connections,
+                    closing = told,
+                    "max.connections lowered under the open connections: closing the least recently active"
+                );
+            }
             *self.broker_props.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(props);
             self.broker_props_version
                 .send_modify(|v| *v = v.wrapping_add(1));

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use conformance::compare::{load_intentional, RunReport};
-use conformance::runner::Target;
+use conformance::runner::{Auth, Target};
 use conformance::scenario::load_dir;
 use conformance::Pair;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -31,6 +31,14 @@ struct RunArgs {
     /// The broker under test (Moldau), HOST:PORT.
     #[arg(long)]
     subject: String,
+    /// Speaks SASL/PLAIN to both brokers (SASL_PLAINTEXT listeners) with these users,
+    /// USER:PASSWORD (repeatable); a step's `as` picks one. Without it no step may say `as`.
+    #[arg(long = "sasl-user", value_name = "USER:PASSWORD")]
+    sasl_users: Vec<String>,
+    /// The user of steps without `as` and of the harness's own requests (probing, warming
+    /// up, settling); it must be a super user. Default: the first --sasl-user.
+    #[arg(long, value_name = "USER")]
+    sasl_default_user: Option<String>,
     /// Directory of scenario files.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios"))]
     scenarios: PathBuf,
@@ -105,8 +113,16 @@ fn print_diffs(r: &RunReport) {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<bool> {
-    let reference = Target::probe("reference", addr(&args.reference)?)?;
-    let subject = Target::probe("subject", addr(&args.subject)?)?;
+    let auth = if args.sasl_users.is_empty() {
+        None
+    } else {
+        Some(Auth::parse(
+            &args.sasl_users,
+            args.sasl_default_user.as_deref(),
+        )?)
+    };
+    let reference = Target::probe("reference", addr(&args.reference)?, auth.clone())?;
+    let subject = Target::probe("subject", addr(&args.subject)?, auth)?;
     reference.warm_up().context("warm up the reference")?;
     subject.warm_up().context("warm up the subject")?;
     let pair = Pair::new(reference, subject);

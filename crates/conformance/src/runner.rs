@@ -5,7 +5,7 @@ use crate::json::Json;
 use crate::messages::{request_from_json, response_to_json};
 use crate::normalize::{Identity, Normalizer};
 use crate::scenario::{api_by_name, Mode, Scenario, Step, Until, VersionPolicy};
-use crate::wire::{encode_body, Conn, Outcome, Outgoing};
+use crate::wire::{encode_body, Conn, Credentials, Outcome, Outgoing};
 use anyhow::{bail, Context};
 use protocol::messages::{
     list_offsets_request, metadata_request, ApiVersionsRequest, DescribeGroupsRequest,
@@ -37,6 +37,70 @@ pub fn run_prefix(token: u16, counter: u32) -> String {
     format!("cf{token:04x}{:05}-", counter % 100_000)
 }
 
+/// The SASL/PLAIN users a run may act as (a step's `as`), and the one steps without `as`
+/// (and the harness's own requests: probing, warming up, settling) use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Auth {
+    /// User -> password.
+    pub users: BTreeMap<String, String>,
+    pub default_user: String,
+}
+
+impl Auth {
+    /// From `user:password` pairs; the default user is `default_user`, or the first pair's.
+    pub fn parse(pairs: &[String], default_user: Option<&str>) -> anyhow::Result<Auth> {
+        let mut users = BTreeMap::new();
+        let mut first = None;
+        for p in pairs {
+            let (u, pw) = p
+                .split_once(':')
+                .with_context(|| format!("SASL user {p:?}: expected USER:PASSWORD"))?;
+            first.get_or_insert_with(|| u.to_string());
+            users.insert(u.to_string(), pw.to_string());
+        }
+        let default_user = default_user
+            .map(str::to_string)
+            .or(first)
+            .context("no SASL users")?;
+        if !users.contains_key(&default_user) {
+            bail!("the default SASL user {default_user} has no password");
+        }
+        Ok(Auth {
+            users,
+            default_user,
+        })
+    }
+}
+
+/// One ACL, as CreateAcls makes it and DescribeAcls / DeleteAcls answer it.
+#[derive(Clone, Debug)]
+struct AclBinding {
+    resource_type: i8,
+    resource_name: String,
+    pattern_type: i8,
+    principal: String,
+    host: String,
+    operation: i8,
+    permission_type: i8,
+}
+
+impl AclBinding {
+    /// From a CreateAcls creation as sent (JSON).
+    fn from_creation(c: &Value) -> AclBinding {
+        let int = |k: &str| c.get(k).and_then(Value::as_i64).unwrap_or(0) as i8;
+        let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        AclBinding {
+            resource_type: int("resource_type"),
+            resource_name: text("resource_name"),
+            pattern_type: int("resource_pattern_type"),
+            principal: text("principal"),
+            host: text("host"),
+            operation: int("operation"),
+            permission_type: int("permission_type"),
+        }
+    }
+}
+
 /// One broker under test: its address, identity and advertised versions.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -45,6 +109,8 @@ pub struct Target {
     pub identity: Identity,
     /// Api key -> (min, max) version advertised.
     pub versions: BTreeMap<i16, (i16, i16)>,
+    /// SASL/PLAIN users, when the listener is SASL_PLAINTEXT.
+    pub auth: Option<Auth>,
 }
 
 fn call(
@@ -60,11 +126,16 @@ fn call(
         client_id: Some(CLIENT_ID.into()),
         expects_response: true,
     };
-    conn.send(&out)
-        .map_err(|o| anyhow::anyhow!("{api:?} v{version}: {o:?}"))?;
+    let failed = |conn: &Conn, o: Outcome| match conn.auth_error() {
+        Some(e) => anyhow::anyhow!("{api:?} v{version}: {o:?}: {e}"),
+        None => anyhow::anyhow!("{api:?} v{version}: {o:?}"),
+    };
+    if let Err(o) = conn.send(&out) {
+        return Err(failed(conn, o));
+    }
     match conn.recv(Instant::now() + Duration::from_millis(STEP_TIMEOUT_MS)) {
         Outcome::Response(r) => Ok(*r),
-        o => bail!("{api:?} v{version}: {o:?}"),
+        o => Err(failed(conn, o)),
     }
 }
 
@@ -78,9 +149,14 @@ pub fn coordinator_partition(group_id: &str, partitions: i32) -> i32 {
 }
 
 impl Target {
-    /// Connects and learns the broker's versions and identity.
-    pub fn probe(label: &str, addr: SocketAddr) -> anyhow::Result<Target> {
-        let mut conn = Conn::new(addr);
+    /// Connects (authenticating as the default user when `auth` is given) and learns the
+    /// broker's versions and identity.
+    pub fn probe(label: &str, addr: SocketAddr, auth: Option<Auth>) -> anyhow::Result<Target> {
+        let credentials = auth.as_ref().map(|a| Credentials {
+            user: a.default_user.clone(),
+            password: a.users.get(&a.default_user).cloned().unwrap_or_default(),
+        });
+        let mut conn = Conn::with_credentials(addr, credentials);
         let ResponseKind::ApiVersions(v) = call(
             &mut conn,
             ApiKey::ApiVersions,
@@ -125,7 +201,37 @@ impl Target {
                 port: broker.port,
             },
             versions,
+            auth,
         })
+    }
+
+    /// The credentials of `user` (the default user when none; none at all without SASL).
+    /// Err: the step names a user the harness has no password for, or the brokers have no
+    /// SASL listener.
+    pub fn credentials(&self, user: Option<&str>) -> Result<Option<Credentials>, String> {
+        let Some(auth) = &self.auth else {
+            return match user {
+                None => Ok(None),
+                Some(u) => Err(format!(
+                    "the step runs as {u}, but the harness was started without SASL users \
+                     (--sasl-user)"
+                )),
+            };
+        };
+        let user = user.unwrap_or(&auth.default_user);
+        let password = auth
+            .users
+            .get(user)
+            .ok_or_else(|| format!("no password for SASL user {user} (--sasl-user)"))?;
+        Ok(Some(Credentials {
+            user: user.to_string(),
+            password: password.clone(),
+        }))
+    }
+
+    /// A connection acting as `user` (see [`Target::credentials`]).
+    pub fn connect(&self, user: Option<&str>) -> Result<Conn, String> {
+        Ok(Conn::with_credentials(self.addr, self.credentials(user)?))
     }
 
     /// Makes the coordinators ready everywhere before scenarios run: creates
@@ -133,7 +239,7 @@ impl Target {
     /// partition of `__consumer_offsets` is loaded, so no scenario sees the transient COORDINATOR_LOAD_IN_PROGRESS of a fresh
     /// cluster.
     pub fn warm_up(&self) -> anyhow::Result<()> {
-        let mut conn = Conn::new(self.addr);
+        let mut conn = self.connect(None).map_err(anyhow::Error::msg)?;
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         // Both internal topics exist before any scenario runs: Kafka creates them asynchronously
         // on first use and answers COORDINATOR_NOT_AVAILABLE meanwhile, Moldau creates them in
@@ -292,17 +398,17 @@ pub enum At {
 /// both brokers; together the runs cover every common version of every step's API.
 pub fn plan(s: &Scenario, common: &BTreeMap<i16, (i16, i16)>) -> anyhow::Result<Vec<Vec<At>>> {
     let mut ranges: Vec<Option<(i16, i16)>> = Vec::new();
-    let mut sent: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    let mut sent: HashMap<String, VecDeque<usize>> = HashMap::new();
     for (i, step) in s.steps.iter().enumerate() {
         if step.mode == Mode::Recv {
             let from = sent
-                .get_mut(step.conn_name())
+                .get_mut(&step.conn_key())
                 .and_then(VecDeque::pop_front)
                 .with_context(|| {
                     format!(
                         "{}: step {i} receives on '{}' with nothing sent",
                         s.name,
-                        step.conn_name()
+                        step.conn_key()
                     )
                 })?;
             ranges.push(ranges[from]);
@@ -315,7 +421,7 @@ pub fn plan(s: &Scenario, common: &BTreeMap<i16, (i16, i16)>) -> anyhow::Result<
         let api = api_by_name(name)
             .with_context(|| format!("{}: step {i}: unknown api {name}", s.name))?;
         if step.mode == Mode::Send {
-            sent.entry(step.conn_name()).or_default().push_back(i);
+            sent.entry(step.conn_key()).or_default().push_back(i);
         }
         let range = common.get(&(api as i16)).and_then(|&(lo, hi)| {
             let (plo, phi) = step.version.map_or((lo, hi), |p| p.range());
@@ -440,11 +546,24 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The harness's own connection `name` (settling), as the default user.
     fn conn(&mut self, name: &str) -> &mut Conn {
-        let addr = self.target.addr;
+        let target = self.target;
+        self.conns.entry(name.to_string()).or_insert_with(|| {
+            Conn::with_credentials(target.addr, target.credentials(None).ok().flatten())
+        })
+    }
+
+    /// The connection of a step: its name, as its user.
+    fn step_conn(&mut self, step: &Step) -> Result<&mut Conn, String> {
+        let key = step.conn_key();
+        if !self.conns.contains_key(&key) {
+            let conn = self.target.connect(step.as_user.as_deref())?;
+            self.conns.insert(key.clone(), conn);
+        }
         self.conns
-            .entry(name.to_string())
-            .or_insert_with(|| Conn::new(addr))
+            .get_mut(&key)
+            .ok_or_else(|| format!("no connection {key}"))
     }
 
     /// Resolves `@names` and `$variables` in a request.
@@ -634,7 +753,7 @@ impl<'a> Run<'a> {
 
     fn step(&mut self, i: usize, step: &Step, at: At) -> Option<Entry> {
         let timeout = Duration::from_millis(step.timeout_ms.unwrap_or(STEP_TIMEOUT_MS));
-        let conn_name = step.conn_name().to_string();
+        let conn_name = step.conn_key();
         if step.mode == Mode::Recv {
             let sent = self
                 .sent
@@ -642,7 +761,10 @@ impl<'a> Run<'a> {
                 .and_then(VecDeque::pop_front)?;
             let outcome = match sent.failed {
                 Some(o) => o,
-                None => self.conn(&conn_name).recv(Instant::now() + timeout),
+                None => match self.step_conn(step) {
+                    Ok(conn) => conn.recv(Instant::now() + timeout),
+                    Err(e) => return Some(self.fail(i, &format!("{:?}", sent.api), e)),
+                },
             };
             return Some(self.record(
                 step,
@@ -687,8 +809,16 @@ impl<'a> Run<'a> {
                     })
                 }
             };
-            let conn = self.conn(&conn_name);
+            let conn = match self.step_conn(step) {
+                Ok(conn) => conn,
+                Err(e) => return Some(self.fail(i, &name, e)),
+            };
             let sent = conn.send(&out);
+            // A connection that could not authenticate is the setup's fault, not an answer.
+            if let Some(e) = conn.auth_error().filter(|_| sent.is_err()) {
+                let e = format!("authenticate: {e}");
+                return Some(self.fail(i, &name, e));
+            }
             if step.mode == Mode::Send {
                 self.sent.entry(conn_name).or_default().push_back(Sent {
                     step: i,
@@ -756,13 +886,14 @@ impl<'a> Run<'a> {
             }
             let v = version.unwrap_or(0);
             let auto = if api == ApiKey::Metadata {
-                self.settle_auto_created(v, &request)
+                self.settle_auto_created(v, &request, rj)
             } else {
                 Ok(())
             };
             if let Err(e) = auto
                 .and_then(|()| self.settle(&request, r))
                 .and_then(|()| self.settle_configs(api, &request, r))
+                .and_then(|()| self.settle_acls(&request, r))
             {
                 return self.fail(i, &name, format!("settle after {name}: {e:#}"));
             }
@@ -783,6 +914,86 @@ impl<'a> Run<'a> {
             raw,
             compare: step.compare,
         }
+    }
+
+    /// After CreateAcls / DeleteAcls, waits until DescribeAcls (as the default user) shows
+    /// each binding created and none deleted: Kafka's brokers apply ACL changes from the
+    /// controller asynchronously, after answering, and a later step acting as another user
+    /// must see them in force.
+    fn settle_acls(&mut self, request: &Value, r: &ResponseKind) -> anyhow::Result<()> {
+        let (created, deleted): (Vec<AclBinding>, Vec<AclBinding>) = match r {
+            ResponseKind::CreateAcls(c) => (
+                request
+                    .get("creations")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(AclBinding::from_creation)
+                    .zip(&c.results)
+                    .filter(|(_, r)| r.error_code == 0)
+                    .map(|(b, _)| b.clone())
+                    .collect(),
+                Vec::new(),
+            ),
+            ResponseKind::DeleteAcls(d) => (
+                Vec::new(),
+                d.filter_results
+                    .iter()
+                    .filter(|f| f.error_code == 0)
+                    .flat_map(|f| &f.matching_acls)
+                    .filter(|m| m.error_code == 0)
+                    .map(|m| AclBinding {
+                        resource_type: m.resource_type,
+                        resource_name: m.resource_name.to_string(),
+                        pattern_type: m.pattern_type,
+                        principal: m.principal.to_string(),
+                        host: m.host.to_string(),
+                        operation: m.operation,
+                        permission_type: m.permission_type,
+                    })
+                    .collect(),
+            ),
+            _ => return Ok(()),
+        };
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        for (b, present) in created
+            .iter()
+            .map(|b| (b, true))
+            .chain(deleted.iter().map(|b| (b, false)))
+        {
+            loop {
+                let req = protocol::messages::DescribeAclsRequest::default()
+                    .with_resource_type_filter(b.resource_type)
+                    .with_resource_name_filter(Some(StrBytes::from_string(b.resource_name.clone())))
+                    .with_pattern_type_filter(b.pattern_type)
+                    .with_principal_filter(Some(StrBytes::from_string(b.principal.clone())))
+                    .with_host_filter(Some(StrBytes::from_string(b.host.clone())))
+                    .with_operation(b.operation)
+                    .with_permission_type(b.permission_type);
+                let conn = self.conn("__settle");
+                let ResponseKind::DescribeAcls(d) = call(
+                    conn,
+                    ApiKey::DescribeAcls,
+                    3,
+                    RequestKind::DescribeAcls(req),
+                )?
+                else {
+                    bail!("not DescribeAcls");
+                };
+                let found = d.error_code == 0 && d.resources.iter().any(|r| !r.acls.is_empty());
+                if found == present {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "ACL {b:?} not {}",
+                        if present { "created" } else { "deleted" }
+                    );
+                }
+                std::thread::sleep(POLL_INTERVAL);
+            }
+        }
+        Ok(())
     }
 
     /// After a successful AlterConfigs / IncrementalAlterConfigs, waits until DescribeConfigs
@@ -945,7 +1156,12 @@ impl<'a> Run<'a> {
     /// After a Metadata request that may auto-create topics: waits (a bounded while) until
     /// the run's valid topic names it asked for exist. Kafka creates them asynchronously, so
     /// without this the next step would race the creation.
-    fn settle_auto_created(&mut self, version: i16, request: &Value) -> anyhow::Result<()> {
+    fn settle_auto_created(
+        &mut self,
+        version: i16,
+        request: &Value,
+        response: &Value,
+    ) -> anyhow::Result<()> {
         let auto = version < 4
             || request
                 .get("allow_auto_topic_creation")
@@ -954,6 +1170,16 @@ impl<'a> Run<'a> {
         if !auto {
             return Ok(());
         }
+        // A topic the answer refused (TOPIC_AUTHORIZATION_FAILED: no CREATE) is not coming.
+        let refused = |name: &str| {
+            response
+                .get("topics")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|t| t.get("name").and_then(Value::as_str) == Some(name))
+                .any(|t| t.get("error_code").and_then(Value::as_i64) == Some(29))
+        };
         let names: Vec<String> = request
             .get("topics")
             .and_then(Value::as_array)
@@ -961,6 +1187,7 @@ impl<'a> Run<'a> {
             .flatten()
             .filter_map(|t| t.get("name").and_then(Value::as_str))
             .filter(|n| n.starts_with(&self.prefix) && model::ids::validate_topic_name(n).is_ok())
+            .filter(|n| !refused(n))
             .map(str::to_string)
             .collect();
         if names.is_empty() {

@@ -76,6 +76,11 @@ pub struct Step {
     /// Connection name (default "main"); each name is its own TCP connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conn: Option<String>,
+    /// The SASL/PLAIN user the step acts as (default: the harness's default user, or no
+    /// authentication on a PLAINTEXT listener). Each user has its own connections: `conn`
+    /// names a connection of this user.
+    #[serde(rename = "as", default, skip_serializing_if = "Option::is_none")]
+    pub as_user: Option<String>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub mode: Mode,
     /// Pins the versions: a number or `[min, max]` (intersected with what both advertise).
@@ -157,6 +162,14 @@ fn is_default<T: Default + PartialEq>(t: &T) -> bool {
 impl Step {
     pub fn conn_name(&self) -> &str {
         self.conn.as_deref().unwrap_or("main")
+    }
+
+    /// The connection a step uses: its name, and its user when it names one.
+    pub fn conn_key(&self) -> String {
+        match &self.as_user {
+            Some(u) => format!("{}@{u}", self.conn_name()),
+            None => self.conn_name().to_string(),
+        }
     }
 }
 

@@ -35,8 +35,8 @@ fn every_scenario_agrees_between_two_moldau_brokers() {
         .expect("runtime");
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (a, b) = (start(&rt, da.path()), start(&rt, db.path()));
-    let reference = Target::probe("reference", a.local_addr()).expect("probe a");
-    let subject = Target::probe("subject", b.local_addr()).expect("probe b");
+    let reference = Target::probe("reference", a.local_addr(), None).expect("probe a");
+    let subject = Target::probe("subject", b.local_addr(), None).expect("probe b");
     reference.warm_up().expect("warm up a");
     subject.warm_up().expect("warm up b");
     let pair = Pair::new(reference, subject);

@@ -295,3 +295,52 @@ def test_offset_fetch_v8_answers_each_group(acl_broker, topic):
     assert got[ok] == (0, {(topic, 0): 7}), got
     # Only denied groups: answered without the coordinator.
     assert offset_fetch_v8(acl_broker.address, "alice", [no]) == {no: (KafkaError.GROUP_AUTHORIZATION_FAILED, {})}
+
+
+def describe_groups_v0(address, user: str, groups: list[str]) -> list[tuple[str, int]]:
+    """DescribeGroups v0 after SASL/PLAIN as `user`: [(group, error code)] in the answer's
+    order (the groups must have no members)."""
+    from test_security import sasl_authenticate, sasl_handshake
+    with kwire.connect(address) as s:
+        assert sasl_handshake(s, "PLAIN")[0] == 0
+        assert sasl_authenticate(s, f"\0{user}\0{user}-secret".encode())[0] == 0
+        body = kwire.i32(len(groups)) + b"".join(kwire.string(g) for g in groups)
+        s.sendall(kwire.request(15, 0, 5, body))
+        frame = kwire.recv_frame(s)
+    at = 4  # correlation id
+    (n,) = struct.unpack(">i", frame[at:at + 4])
+    at += 4
+    out = []
+
+    def string(at: int) -> tuple[str, int]:
+        (length,) = struct.unpack(">h", frame[at:at + 2])
+        return frame[at + 2:at + 2 + max(length, 0)].decode(), at + 2 + max(length, 0)
+
+    for _ in range(n):
+        (error,) = struct.unpack(">h", frame[at:at + 2])
+        group, at = string(at + 2)
+        for _ in range(3):  # state, protocol type, protocol
+            _, at = string(at)
+        (members,) = struct.unpack(">i", frame[at:at + 4])
+        assert members == 0, frame
+        at += 4
+        out.append((group, error))
+    return out
+
+
+def test_describe_groups_answers_denied_groups_first(acl_broker):
+    """As Kafka's handleDescribeGroupsRequest: the groups the caller may not describe come
+    first (GROUP_AUTHORIZATION_FAILED, in the request's order), then what the coordinator
+    answers for the others. The differential harness sorts groups, so this checks the order."""
+    tag = uuid.uuid4().hex[:6]
+    ok, no1, no2 = f"dg-ok-{tag}", f"dg-no1-{tag}", f"dg-no2-{tag}"
+    create_acls(acl_broker, [allow("alice", ResourceType.GROUP, ok, AclOperation.DESCRIBE)])
+    deadline = time.monotonic() + 30
+    got = []
+    while time.monotonic() < deadline:
+        got = describe_groups_v0(acl_broker.address, "alice", [ok, no1, no2])
+        if dict(got).get(ok) not in (14, 15):  # the offsets topic is still loading
+            break
+        time.sleep(0.3)
+    assert got == [(no1, KafkaError.GROUP_AUTHORIZATION_FAILED),
+                   (no2, KafkaError.GROUP_AUTHORIZATION_FAILED), (ok, 0)], got

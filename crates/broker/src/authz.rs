@@ -207,6 +207,9 @@ pub fn gate(access: &Access, body: &RequestKind, version: i16) -> Option<ErrorCo
         K::OffsetDelete(r) => group(&r.group_id, Op::Delete),
         K::ConsumerGroupHeartbeat(r) => group(&r.group_id, Op::Read),
         // v8+ names several groups, each answered on its own (`handlers::group_items`).
+        // Null topics before v2 cannot be parsed: Kafka closes before authorizing (the group
+        // handler closes).
+        K::OffsetFetch(r) if version < 2 && r.topics.is_none() => None,
         K::OffsetFetch(r) if version < 8 => group(&r.group_id, Op::Describe),
         K::TxnOffsetCommit(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
         K::AddOffsetsToTxn(r) => txn(&r.transactional_id).or_else(|| group(&r.group_id, Op::Read)),
@@ -245,7 +248,12 @@ pub fn denied_response(body: &RequestKind, version: i16, e: ErrorCode) -> Option
     use ResponseKind as R;
     let c = e.code();
     Some(match body {
-        K::JoinGroup(_) => R::JoinGroup(JoinGroupResponse::default().with_error_code(c)),
+        // As Kafka's `JoinGroupRequest.getErrorResponse`: no protocol name (null) from v7.
+        K::JoinGroup(_) => R::JoinGroup(
+            JoinGroupResponse::default()
+                .with_error_code(c)
+                .with_protocol_name((version < 7).then(Default::default)),
+        ),
         K::OffsetDelete(_) => {
             R::OffsetDelete(protocol::messages::OffsetDeleteResponse::default().with_error_code(c))
         }

@@ -308,8 +308,10 @@ fn build(
     if version >= 8 && req.include_topic_authorized_operations {
         // As Kafka: every topic entry answered by name (also unknown ones) carries the
         // operations allowed on it; with no authorizer, all a topic supports. Entries for
-        // unknown topic ids keep the schema default.
-        for t in topics.iter_mut() {
+        // unknown topic ids keep the schema default, and so do the entries refused for want
+        // of DESCRIBE or CREATE (Kafka adds them after setting the operations).
+        let denied = code(ErrorCode::TopicAuthorizationFailed);
+        for t in topics.iter_mut().filter(|t| t.error_code != denied) {
             if let Some(name) = &t.name {
                 t.topic_authorized_operations = ctx.access.operations(ResourceType::Topic, name);
             }

@@ -550,6 +550,30 @@ pub fn dispatch(
                 (ResponseKind::CreateTopics(resp), offset)
             });
             let reply = mutation_serial(state, &ctx, reply);
+            // As Kafka's controller: a topic created (or validated) by a caller who may not
+            // DESCRIBE_CONFIGS it is answered without its configs, partition count and
+            // replication factor, its config error TOPIC_AUTHORIZATION_FAILED.
+            let reply = if ctx.access.enabled() && v >= 5 {
+                let access = ctx.access.clone();
+                post_process(ctx.clone(), reply, move |resp| {
+                    let ResponseKind::CreateTopics(c) = resp else {
+                        return;
+                    };
+                    let hidden = c.topics.iter_mut().filter(|t| {
+                        t.error_code == 0
+                            && !access
+                                .allows_topic(model::acl::AclOperation::DescribeConfigs, &t.name)
+                    });
+                    for t in hidden {
+                        t.configs = Some(Vec::new());
+                        t.num_partitions = -1;
+                        t.replication_factor = -1;
+                        t.topic_config_error_code = code(ErrorCode::TopicAuthorizationFailed);
+                    }
+                })
+            } else {
+                reply
+            };
             with_denied(ctx, reply, denied, move |resp, denied| {
                 if let ResponseKind::CreateTopics(c) = resp {
                     c.topics.extend(denied.into_iter().map(|t| {
@@ -606,6 +630,12 @@ pub fn dispatch(
                         let mut r = protocol::messages::delete_topics_response::DeletableTopicResult::default()
                             .with_name(name)
                             .with_error_code(code(ErrorCode::TopicAuthorizationFailed));
+                        // Kafka's `ApiError(TOPIC_AUTHORIZATION_FAILED)`: the error's message.
+                        if v >= 5 {
+                            r = r.with_error_message(Some(str_bytes(authorization_message(
+                                ErrorCode::TopicAuthorizationFailed,
+                            ))));
+                        }
                         if v >= 6 {
                             r = r.with_topic_id(id);
                         }
@@ -662,7 +692,8 @@ pub fn dispatch(
                         protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
                             .with_name(t.name)
                             .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
-                            .with_error_message(Some(str_bytes("Authorization failed.")))
+                            // Kafka's controller answers a denied topic without a message.
+                            .with_error_message(None)
                     }));
                 }
             })
@@ -1030,12 +1061,19 @@ fn group_items(
                         g.authorized_operations = access.operations(Rt::Group, &g.group_id);
                     }
                 }
-                d.groups.extend(denied.into_iter().map(|g| {
-                    describe_groups_response::DescribedGroup::default()
-                        .with_group_id(g)
-                        .with_error_code(denied_code)
-                        .with_authorized_operations(i32::MIN)
-                }));
+                // As Kafka's `handleDescribeGroupsRequest`: the denied groups first, then what
+                // the coordinator answered.
+                let described = std::mem::take(&mut d.groups);
+                d.groups = denied
+                    .into_iter()
+                    .map(|g| {
+                        describe_groups_response::DescribedGroup::default()
+                            .with_group_id(g)
+                            .with_error_code(denied_code)
+                            .with_authorized_operations(i32::MIN)
+                    })
+                    .chain(described)
+                    .collect();
             })
         }
         RequestKind::ConsumerGroupDescribe(mut r) => {
@@ -1306,7 +1344,8 @@ fn group_items(
                 }) =>
         {
             // Several keys (v4+): each denied key gets its error, the others their
-            // coordinator, as Kafka answers a mixed request.
+            // coordinator, as Kafka answers a mixed request. Kafka sets no message on a
+            // denied key (the schema default, "").
             let (rt, e) = find_coordinator_resource(r.key_type);
             let denied = take_denied(&mut r.coordinator_keys, |k| {
                 !access.allows(Op::Describe, rt, k)
@@ -1317,7 +1356,6 @@ fn group_items(
                     .with_node_id(protocol::messages::BrokerId(-1))
                     .with_port(-1)
                     .with_error_code(code(e))
-                    .with_error_message(Some(str_bytes(authorization_message(e))))
             };
             if r.coordinator_keys.is_empty() {
                 return ctx.ready(ResponseKind::FindCoordinator(
@@ -1371,6 +1409,10 @@ fn group_items(
                         .with_error_code(code(e))
                         .with_node_id(protocol::messages::BrokerId(-1))
                         .with_port(-1);
+                    // Kafka's `createFindCoordinatorResponse`: the error's message (v1+).
+                    if ctx.version >= 1 {
+                        resp.error_message = Some(str_bytes(authorization_message(e)));
+                    }
                 }
                 return ctx.ready(ResponseKind::FindCoordinator(resp));
             }

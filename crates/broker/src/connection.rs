@@ -20,7 +20,7 @@ use crate::metrics::{RequestTimer, METRICS};
 use crate::quotas::ConnThrottle;
 use crate::sasl::{SaslGate, Step};
 use crate::state::BrokerState;
-use crate::tls::{ListenerTls, TLS_HANDSHAKE_TIMEOUT_MS, TLS_READ_AHEAD_BYTES};
+use crate::tls::{ListenerTls, TLS_HANDSHAKE_TIMEOUT_MS};
 use auth::acl::RequestContext;
 use auth::principal::KafkaPrincipal;
 use auth::quota::QuotaKind;
@@ -252,9 +252,9 @@ async fn serve(stream: TcpStream, tls: Option<Arc<ListenerTls>>, conn: ConnParts
     let (peer, cancel) = (conn.0, conn.4.clone());
     let handshake = tokio::time::timeout(
         std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
-        tls.acceptor().accept(protocol::ReadAhead::new(stream)),
+        tls.acceptor().accept(stream),
     );
-    let mut stream = tokio::select! {
+    let stream = tokio::select! {
         _ = cancel.cancelled() => return,
         h = handshake => match h {
             Ok(Ok(s)) => s,
@@ -268,9 +268,6 @@ async fn serve(stream: TcpStream, tls: Option<Arc<ListenerTls>>, conn: ConnParts
             }
         },
     };
-    // Read ahead only once the TLS handshake is done: a connection still in its handshake
-    // holds no buffer of ours (and an idle one none either, `ReadAhead` releases it).
-    stream.get_mut().0.enable(TLS_READ_AHEAD_BYTES);
     let principal = tls.principal(stream.get_ref().1.peer_certificates());
     tracing::debug!(%peer, %principal, "TLS connection established");
     let (read_half, write_half) = tokio::io::split(stream);

@@ -23,10 +23,6 @@ use std::time::SystemTime;
 /// How long a client may take to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
-/// Bytes an authenticated TLS connection reads from its socket at once while a request is
-/// arriving (rustls alone asks for 4 KiB per read); released while the client is quiet.
-pub const TLS_READ_AHEAD_BYTES: usize = 64 * 1024;
-
 /// A TLS listener's acceptor and principal mapping. The acceptor is swapped whole when its
 /// stores are reloaded (a handshake in progress keeps the config it started with); the
 /// principal mapping and the other settings come from the config file and stay.

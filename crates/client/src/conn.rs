@@ -477,10 +477,6 @@ where
     (writer, reader)
 }
 
-/// Bytes a TLS connection reads from its socket at once (rustls alone asks for 4 KiB per
-/// read: a system call per 4 KiB of a large fetch response).
-const TLS_READ_AHEAD_BYTES: usize = 128 * 1024;
-
 /// The TLS handshake on a fresh TCP connection, within the connect timeout. The server name
 /// checked against the certificate is the host dialled (an IP address or a DNS name).
 async fn tls_handshake(
@@ -488,7 +484,7 @@ async fn tls_handshake(
     tls: Arc<rustls::ClientConfig>,
     addr: &str,
     config: &ConnConfig,
-) -> Result<tokio_rustls::client::TlsStream<protocol::ReadAhead<TcpStream>>, Error> {
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
     let connect_error = |e: String| Error::Connect {
         addr: addr.to_owned(),
         source: std::io::Error::other(e),
@@ -501,11 +497,7 @@ async fn tls_handshake(
         .map_err(|e| connect_error(format!("TLS server name {host}: {e}")))?;
     tokio::time::timeout(
         Duration::from_millis(config.connect_timeout_ms),
-        tokio_rustls::TlsConnector::from(tls).connect(name, {
-            let mut stream = protocol::ReadAhead::new(stream);
-            stream.enable(TLS_READ_AHEAD_BYTES);
-            stream
-        }),
+        tokio_rustls::TlsConnector::from(tls).connect(name, stream),
     )
     .await
     .map_err(|_| connect_error("TLS handshake timed out".into()))?

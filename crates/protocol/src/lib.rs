@@ -7,7 +7,6 @@
 pub mod fetch_frame;
 pub mod frame;
 pub mod guard;
-pub mod read_ahead;
 pub mod versions;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -19,7 +18,6 @@ pub use kafka_protocol::messages::{
 pub use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::{Decodable, Encodable};
 pub use kafka_protocol::protocol::{Decodable as Decode, Encodable as Encode};
-pub use read_ahead::ReadAhead;
 
 /// A decoded request.
 #[derive(Debug)]

@@ -499,7 +499,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     broker(
         "max.connections",
-        "10000",
+        "2147483647",
         ConfigType::Int,
         "connections accepted at once",
     ),
@@ -2358,6 +2358,8 @@ mod tests {
         assert_eq!(b.listen, "127.0.0.1:9092");
         assert_eq!(b.socket_request_max_bytes, 100 * 1024 * 1024);
         assert_eq!(b.fetch_max_bytes, 55 * 1024 * 1024);
+        // Kafka's default: no broker-wide connection limit unless configured.
+        assert_eq!(b.max_connections, i32::MAX);
     }
 
     #[test]

@@ -22,15 +22,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from conftest import LISTEN_RE, START_TIMEOUT_S
+from ports import free_port
 
 DEADLINE_S = 60.0
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def jaas(password: str) -> str:

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 
 import clients
 import kwire
+from ports import free_port
 
 DEADLINE_S = 60.0
 
@@ -207,12 +208,6 @@ def check_a_static_zero_creation_rate(address: tuple[str, int], broker: str) -> 
 def test_a_static_zero_creation_rate_throttles_every_connection(brokers):
     server = brokers.start("zero-rate", **{"max.connection.creation.rate": 0})
     check_a_static_zero_creation_rate(server.address, "1")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def waiting_for_a_slot(s: socket.socket, seconds: float = 2.0) -> bool:

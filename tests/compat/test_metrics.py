@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,6 +20,7 @@ from prometheus_client import parser as prom_parser
 
 import clients
 from conftest import REPO
+from ports import free_port
 
 DASHBOARD = REPO / "docs" / "grafana" / "moldau.json"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
@@ -75,12 +75,6 @@ def wait_for(what: str, fn, timeout: float = 30.0):
             return last
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_metrics_follow_a_real_workload(brokers, topic):

@@ -22,11 +22,16 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from proxy import CLIENT, ProxyRuntime
+
+# The compat suite's port picker (standard library only): ports below the ephemeral range.
+sys.path.append(str(Path(__file__).resolve().parent.parent / "compat"))
+from ports import free_port  # noqa: E402
 
 LISTEN_RE = re.compile(r"^moldau: listening on 127\.0\.0\.1:(\d+), data in (.+)$")
 START_TIMEOUT_S = 60.0
@@ -35,23 +40,6 @@ STOP_TIMEOUT_S = 30.0
 
 class HarnessError(AssertionError):
     """The cluster did not do what the harness needs (start, stop, serve) in time."""
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A loopback port free right now (the kernel's choice for port 0), never one this process
-    handed out before: the kernel may offer a port again once its probe socket is closed, and a
-    node given the same port for two listeners cannot start."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 def api_versions_ok(port: int, timeout: float = 2.0) -> bool:

@@ -419,6 +419,168 @@ impl ErrorCode {
         }
     }
 
+    /// Kafka's default text for the error (its `Errors.message()`: the message of the
+    /// exception the code stands for; `"NONE"` for no error), as Apache Kafka 4.4 has them.
+    /// Kafka puts it in a response's error message where it answers the error without
+    /// naming the problem further (e.g. DescribeProducers for an unknown topic, FindCoordinator
+    /// v1-v3); clients show it for an error that came without a message.
+    pub fn default_message(self) -> &'static str {
+        match self {
+            ErrorCode::UnknownServerError => "The server experienced an unexpected error when processing the request.",
+            ErrorCode::None => "NONE",
+            ErrorCode::OffsetOutOfRange => "The requested offset is not within the range of offsets maintained by the server.",
+            ErrorCode::CorruptMessage => "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
+            ErrorCode::UnknownTopicOrPartition => "This server does not host this topic-partition.",
+            ErrorCode::InvalidFetchSize => "The requested fetch size is invalid.",
+            ErrorCode::LeaderNotAvailable => "There is no leader for this topic-partition as we are in the middle of a leadership election.",
+            ErrorCode::NotLeaderOrFollower => "For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition.",
+            ErrorCode::RequestTimedOut => "The request timed out.",
+            ErrorCode::BrokerNotAvailable => "The broker is not available.",
+            ErrorCode::ReplicaNotAvailable => "The replica is not available for the requested topic-partition. Produce/Fetch requests and other requests intended only for the leader or follower return NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition.",
+            ErrorCode::MessageTooLarge => "The request included a message larger than the max message size the server will accept.",
+            ErrorCode::StaleControllerEpoch => "The controller moved to another broker.",
+            ErrorCode::OffsetMetadataTooLarge => "The metadata field of the offset request was too large.",
+            ErrorCode::NetworkException => "The server disconnected before a response was received.",
+            ErrorCode::CoordinatorLoadInProgress => "The coordinator is loading and hence can't process requests.",
+            ErrorCode::CoordinatorNotAvailable => "The coordinator is not available.",
+            ErrorCode::NotCoordinator => "This is not the correct coordinator.",
+            ErrorCode::InvalidTopicException => "The request attempted to perform an operation on an invalid topic.",
+            ErrorCode::RecordListTooLarge => "The request included message batch larger than the configured segment size on the server.",
+            ErrorCode::NotEnoughReplicas => "Messages are rejected since there are fewer in-sync replicas than required.",
+            ErrorCode::NotEnoughReplicasAfterAppend => "Messages are written to the log, but to fewer in-sync replicas than required.",
+            ErrorCode::InvalidRequiredAcks => "Produce request specified an invalid value for required acks.",
+            ErrorCode::IllegalGeneration => "Specified group generation id is not valid.",
+            ErrorCode::InconsistentGroupProtocol => "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list.",
+            ErrorCode::InvalidGroupId => "The group id is invalid.",
+            ErrorCode::UnknownMemberId => "The coordinator is not aware of this member.",
+            ErrorCode::InvalidSessionTimeout => "The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
+            ErrorCode::RebalanceInProgress => "The group is rebalancing, so a rejoin is needed.",
+            ErrorCode::InvalidCommitOffsetSize => "The committing offset data size is not valid.",
+            ErrorCode::TopicAuthorizationFailed => "Topic authorization failed.",
+            ErrorCode::GroupAuthorizationFailed => "Group authorization failed.",
+            ErrorCode::ClusterAuthorizationFailed => "Cluster authorization failed.",
+            ErrorCode::InvalidTimestamp => "The timestamp of the message is out of acceptable range.",
+            ErrorCode::UnsupportedSaslMechanism => "The broker does not support the requested SASL mechanism.",
+            ErrorCode::IllegalSaslState => "Request is not valid given the current SASL state.",
+            ErrorCode::UnsupportedVersion => "The version of API is not supported.",
+            ErrorCode::TopicAlreadyExists => "Topic with this name already exists.",
+            ErrorCode::InvalidPartitions => "Number of partitions is below 1.",
+            ErrorCode::InvalidReplicationFactor => "Replication factor is below 1 or larger than the number of available brokers.",
+            ErrorCode::InvalidReplicaAssignment => "Replica assignment is invalid.",
+            ErrorCode::InvalidConfig => "Configuration is invalid.",
+            ErrorCode::NotController => "This is not the correct controller for this cluster.",
+            ErrorCode::InvalidRequest => "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+            ErrorCode::UnsupportedForMessageFormat => "The message format version on the broker does not support the request.",
+            ErrorCode::PolicyViolation => "Request parameters do not satisfy the configured policy.",
+            ErrorCode::OutOfOrderSequenceNumber => "The broker received an out of order sequence number.",
+            ErrorCode::DuplicateSequenceNumber => "The broker received a duplicate sequence number.",
+            ErrorCode::InvalidProducerEpoch => "Producer attempted to produce with an old epoch.",
+            ErrorCode::InvalidTxnState => "The producer attempted a transactional operation in an invalid state.",
+            ErrorCode::InvalidProducerIdMapping => "The producer attempted to use a producer id which is not currently assigned to its transactional id.",
+            ErrorCode::InvalidTransactionTimeout => "The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).",
+            ErrorCode::ConcurrentTransactions => "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.",
+            ErrorCode::TransactionCoordinatorFenced => "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
+            ErrorCode::TransactionalIdAuthorizationFailed => "Transactional Id authorization failed.",
+            ErrorCode::SecurityDisabled => "Security features are disabled.",
+            ErrorCode::OperationNotAttempted => "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.",
+            ErrorCode::KafkaStorageError => "Disk error when trying to access log file on the disk.",
+            ErrorCode::LogDirNotFound => "The user-specified log directory is not found in the broker config.",
+            ErrorCode::SaslAuthenticationFailed => "SASL Authentication failed.",
+            ErrorCode::UnknownProducerId => "This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception.",
+            ErrorCode::ReassignmentInProgress => "A partition reassignment is in progress.",
+            ErrorCode::DelegationTokenAuthDisabled => "Delegation Token feature is not enabled.",
+            ErrorCode::DelegationTokenNotFound => "Delegation Token is not found on server.",
+            ErrorCode::DelegationTokenOwnerMismatch => "Specified Principal is not valid Owner/Renewer.",
+            ErrorCode::DelegationTokenRequestNotAllowed => "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels.",
+            ErrorCode::DelegationTokenAuthorizationFailed => "Delegation Token authorization failed.",
+            ErrorCode::DelegationTokenExpired => "Delegation Token is expired.",
+            ErrorCode::InvalidPrincipalType => "Supplied principalType is not supported.",
+            ErrorCode::NonEmptyGroup => "The group is not empty.",
+            ErrorCode::GroupIdNotFound => "The group id does not exist.",
+            ErrorCode::FetchSessionIdNotFound => "The fetch session ID was not found.",
+            ErrorCode::InvalidFetchSessionEpoch => "The fetch session epoch is invalid.",
+            ErrorCode::ListenerNotFound => "There is no listener on the leader broker that matches the listener on which metadata request was processed.",
+            ErrorCode::TopicDeletionDisabled => "Topic deletion is disabled.",
+            ErrorCode::FencedLeaderEpoch => "The leader epoch in the request is older than the epoch on the broker.",
+            ErrorCode::UnknownLeaderEpoch => "The leader epoch in the request is newer than the epoch on the broker.",
+            ErrorCode::UnsupportedCompressionType => "The requesting client does not support the compression type of given partition.",
+            ErrorCode::StaleBrokerEpoch => "Broker epoch has changed.",
+            ErrorCode::OffsetNotAvailable => "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing.",
+            ErrorCode::MemberIdRequired => "The group member needs to have a valid member id before actually entering a consumer group.",
+            ErrorCode::PreferredLeaderNotAvailable => "The preferred leader was not available.",
+            ErrorCode::GroupMaxSizeReached => "The group has reached its maximum size.",
+            ErrorCode::FencedInstanceId => "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
+            ErrorCode::EligibleLeadersNotAvailable => "Eligible topic partition leaders are not available.",
+            ErrorCode::ElectionNotNeeded => "Leader election not needed for topic partition.",
+            ErrorCode::NoReassignmentInProgress => "No partition reassignment is in progress.",
+            ErrorCode::GroupSubscribedToTopic => "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.",
+            ErrorCode::InvalidRecord => "This record has failed the validation on broker and hence will be rejected.",
+            ErrorCode::UnstableOffsetCommit => "There are unstable offsets that need to be cleared.",
+            ErrorCode::ThrottlingQuotaExceeded => "The throttling quota has been exceeded.",
+            ErrorCode::ProducerFenced => "There is a newer producer with the same transactionalId which fences the current one.",
+            ErrorCode::ResourceNotFound => "A request illegally referred to a resource that does not exist.",
+            ErrorCode::DuplicateResource => "A request illegally referred to the same resource twice.",
+            ErrorCode::UnacceptableCredential => "Requested credential would not meet criteria for acceptability.",
+            ErrorCode::InconsistentVoterSet => "Indicates that the either the sender or recipient of a voter-only request is not one of the expected voters.",
+            ErrorCode::InvalidUpdateVersion => "The given update version was invalid.",
+            ErrorCode::FeatureUpdateFailed => "Unable to update finalized features due to an unexpected server error.",
+            ErrorCode::PrincipalDeserializationFailure => "Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup.",
+            ErrorCode::SnapshotNotFound => "Requested snapshot was not found.",
+            ErrorCode::PositionOutOfRange => "Requested position is not greater than or equal to zero, and less than the size of the snapshot.",
+            ErrorCode::UnknownTopicId => "This server does not host this topic ID.",
+            ErrorCode::DuplicateBrokerRegistration => "This broker ID is already in use.",
+            ErrorCode::BrokerIdNotRegistered => "The given broker ID was not registered.",
+            ErrorCode::InconsistentTopicId => "The log's topic ID did not match the topic ID in the request.",
+            ErrorCode::InconsistentClusterId => "The clusterId in the request does not match that found on the server.",
+            ErrorCode::TransactionalIdNotFound => "The transactionalId could not be found.",
+            ErrorCode::FetchSessionTopicIdError => "The fetch session encountered inconsistent topic ID usage.",
+            ErrorCode::IneligibleReplica => "The new ISR contains at least one ineligible replica.",
+            ErrorCode::NewLeaderElected => "The AlterPartition request successfully updated the partition state but the leader has changed.",
+            ErrorCode::OffsetMovedToTieredStorage => "The requested offset is moved to tiered storage.",
+            ErrorCode::FencedMemberEpoch => "The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin.",
+            ErrorCode::UnreleasedInstanceId => "The instance ID is still used by another member in the consumer group. That member must leave first.",
+            ErrorCode::UnsupportedAssignor => "The assignor or its version range is not supported by the consumer group.",
+            ErrorCode::StaleMemberEpoch => "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
+            ErrorCode::MismatchedEndpointType => "The request was sent to an endpoint of the wrong type.",
+            ErrorCode::UnsupportedEndpointType => "This endpoint type is not supported yet.",
+            ErrorCode::UnknownControllerId => "This controller ID is not known.",
+            ErrorCode::UnknownSubscriptionId => "Client sent a push telemetry request with an invalid or outdated subscription ID.",
+            ErrorCode::TelemetryTooLarge => "Client sent a push telemetry request larger than the maximum size the broker will accept.",
+            ErrorCode::InvalidRegistration => "The controller has considered the broker registration to be invalid.",
+            ErrorCode::TransactionAbortable => "The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID.",
+            ErrorCode::InvalidRecordState => "The record state is invalid. The acknowledgement of delivery could not be completed.",
+            ErrorCode::ShareSessionNotFound => "The share session was not found.",
+            ErrorCode::InvalidShareSessionEpoch => "The share session epoch is invalid.",
+            ErrorCode::FencedStateEpoch => "The coordinator rejected the request because the state epoch did not match.",
+            ErrorCode::InvalidVoterKey => "The voter key doesn't match the receiving replica's key.",
+            ErrorCode::DuplicateVoter => "The voter is already part of the set of voters.",
+            ErrorCode::VoterNotFound => "The voter is not part of the set of voters.",
+            ErrorCode::InvalidRegularExpression => "The regular expression is not valid.",
+        }
+    }
+
+    /// The message a response carries for this error raised with `message` where Kafka
+    /// answers through its `ApiError.fromThrowable`: none for UNKNOWN_SERVER_ERROR (Kafka
+    /// leaks no server detail), for an empty message and for one that is only the error's
+    /// default text; else the message. Raise an error Kafka answers without naming the
+    /// problem with its default text (`default_message`), and it goes out as null.
+    pub fn api_message(self, message: &str) -> Option<&str> {
+        let bare = self == ErrorCode::UnknownServerError
+            || message.is_empty()
+            || message == self.default_message();
+        (!bare).then_some(message)
+    }
+
+    /// The message, or the error's default text where there is none (Kafka's
+    /// `ApiError.messageWithFallback`, as ElectLeaders answers).
+    pub fn message_or_default(self, message: &str) -> &str {
+        if message.is_empty() {
+            self.default_message()
+        } else {
+            message
+        }
+    }
+
     /// Whether a client may retry the request unchanged (Kafka's `RetriableException`).
     pub fn is_retriable(self) -> bool {
         matches!(
@@ -479,5 +641,35 @@ mod tests {
         assert_eq!(ErrorCode::NotLeaderOrFollower.code(), 6);
         assert!(ErrorCode::NotLeaderOrFollower.is_retriable());
         assert!(!ErrorCode::MessageTooLarge.is_retriable());
+    }
+
+    #[test]
+    fn default_messages_are_kafkas() {
+        assert_eq!(ErrorCode::None.default_message(), "NONE");
+        assert_eq!(
+            ErrorCode::UnknownTopicOrPartition.default_message(),
+            "This server does not host this topic-partition."
+        );
+        assert_eq!(
+            ErrorCode::UnknownServerError.default_message(),
+            "The server experienced an unexpected error when processing the request."
+        );
+        // ApiError.fromThrowable's rule: the default text and UNKNOWN_SERVER_ERROR go out bare.
+        let e = ErrorCode::RequestTimedOut;
+        assert_eq!(e.api_message(e.default_message()), None);
+        assert_eq!(e.api_message(""), None);
+        assert_eq!(e.api_message("Topic t is gone."), Some("Topic t is gone."));
+        assert_eq!(ErrorCode::UnknownServerError.api_message("a panic"), None);
+        let e = ErrorCode::ElectionNotNeeded;
+        assert_eq!(
+            e.message_or_default(""),
+            "Leader election not needed for topic partition."
+        );
+        assert_eq!(e.message_or_default("x"), "x");
+        // Every code has text of its own (none falls back to another's).
+        for code in -1..=128 {
+            let e = ErrorCode::from_code(code);
+            assert!(!e.default_message().is_empty(), "{e}");
+        }
     }
 }

@@ -329,9 +329,10 @@ impl controller::MutationQuota for RequestMutationQuota {
         }
         match throttle {
             Ok(_) => Ok(()),
-            Err(_) => Err(controller::ControllerError::new(
+            // No message: Kafka's `ApiError.fromThrowable` drops the exception's, which is
+            // the error's default text.
+            Err(_) => Err(controller::ControllerError::bare(
                 model::ErrorCode::ThrottlingQuotaExceeded,
-                "The throttling quota has been exceeded.",
             )),
         }
     }

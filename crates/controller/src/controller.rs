@@ -945,10 +945,8 @@ impl Controller {
         let Some(reassignment::Altered { working, unclean }) =
             reassignment::alter(&prev, target.as_deref())
         else {
-            return Err(ControllerError::new(
-                ErrorCode::NoReassignmentInProgress,
-                format!("Unable to cancel the reassignment of {name}-{index}: there is no reassignment in progress."),
-            ));
+            // Kafka's `ApiError(NO_REASSIGNMENT_IN_PROGRESS)`: no message.
+            return Err(ControllerError::bare(ErrorCode::NoReassignmentInProgress));
         };
         if unclean && !self.unclean_allowed(&topic) {
             return Err(ControllerError::new(
@@ -1289,11 +1287,10 @@ impl Controller {
         quota: &MutationQuotaRef,
     ) -> Result<(String, TopicId), ControllerError> {
         let found = match &topic {
+            // Kafka's `new ApiError(UNKNOWN_TOPIC_OR_PARTITION)`: the error's default text.
             TopicRef::Name(n) => self.speculative.topic(n).cloned().ok_or_else(|| {
-                ControllerError::new(
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("Topic '{n}' does not exist."),
-                )
+                let e = ErrorCode::UnknownTopicOrPartition;
+                ControllerError::new(e, e.default_message())
             })?,
             TopicRef::Id(id) => self.speculative.topic_by_id(*id).cloned().ok_or_else(|| {
                 ControllerError::new(ErrorCode::UnknownTopicId, "Topic id not found.")
@@ -1333,7 +1330,12 @@ impl Controller {
         validate_only: bool,
         quota: &MutationQuotaRef,
     ) -> Result<(), ControllerError> {
-        let topic = self.existing_topic(name)?;
+        // Kafka answers a missing topic with `ApiError(UNKNOWN_TOPIC_OR_PARTITION)`: no message.
+        let topic = self
+            .speculative
+            .topic(name)
+            .cloned()
+            .ok_or_else(|| ControllerError::bare(ErrorCode::UnknownTopicOrPartition))?;
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(ControllerError::new(

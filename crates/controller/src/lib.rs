@@ -67,6 +67,21 @@ impl ControllerError {
         }
     }
 
+    /// An error Kafka answers without naming the problem (its `ApiError` carries no
+    /// message): an empty message, which [`Self::wire_message`] leaves off the wire.
+    pub fn bare(code: ErrorCode) -> ControllerError {
+        ControllerError::new(code, "")
+    }
+
+    /// The error message a response carries for this error: none for a bare error (an
+    /// empty message) and for UNKNOWN_SERVER_ERROR (Kafka leaks no server detail), else the
+    /// message. Where Kafka's answer is the error's default text, the error carries it
+    /// ([`ErrorCode::default_message`]).
+    pub fn wire_message(&self) -> Option<&str> {
+        let bare = self.message.is_empty() || self.code == ErrorCode::UnknownServerError;
+        (!bare).then_some(self.message.as_str())
+    }
+
     /// This node is not the active controller (or stopped being it before the answer).
     pub fn not_controller() -> ControllerError {
         ControllerError::new(

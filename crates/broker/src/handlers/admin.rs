@@ -32,12 +32,6 @@ async fn submit(state: &BrokerState, request: Request) -> (Result<Reply, Control
     (answer.result, answer.offset)
 }
 
-/// Whether Kafka answers this error without a message: its `ApiError.fromThrowable` drops a
-/// message that is the error's generic one, as the controller mutation quota's is.
-fn generic_message(e: &ControllerError) -> bool {
-    e.code == ErrorCode::ThrottlingQuotaExceeded
-}
-
 fn unexpected(reply: &Reply) -> ControllerError {
     ControllerError::new(
         ErrorCode::UnknownServerError,
@@ -56,11 +50,12 @@ pub async fn create_topics(
     for t in &req.topics {
         *seen.entry(t.name.0.to_string()).or_default() += 1;
     }
+    // The message as Kafka's `ApiError` carries it (none where it is the error's default).
     let fail = |name: &protocol::messages::TopicName, e: ErrorCode, msg: String| {
         let mut r = CreatableTopicResult::default()
             .with_name(name.clone())
             .with_error_code(code(e))
-            .with_error_message(Some(str_bytes(msg)));
+            .with_error_message(e.api_message(&msg).map(str_bytes));
         if version >= 5 {
             r = r.with_num_partitions(-1).with_replication_factor(-1);
         }
@@ -91,11 +86,9 @@ pub async fn create_topics(
         // With its timeout already over (timeout_ms <= 0) the request reaches Kafka's
         // controller expired: every topic gets REQUEST_TIMED_OUT and nothing is created.
         if req.timeout_ms <= 0 {
-            slots.push(Err(fail(
-                &t.name,
-                ErrorCode::RequestTimedOut,
-                "The request timed out before it was processed.".into(),
-            )));
+            // Kafka's controller answers it without a message.
+            let e = ErrorCode::RequestTimedOut;
+            slots.push(Err(fail(&t.name, e, e.default_message().into())));
             continue;
         }
         // Kafka checks the name and the configs before the partitions and replicas.
@@ -202,15 +195,7 @@ pub async fn create_topics(
                     }
                     r
                 }
-                Some(Err(e)) => {
-                    let generic = generic_message(&e);
-                    let r = fail(&t.name, e.code, e.message);
-                    if generic {
-                        r.with_error_message(None)
-                    } else {
-                        r
-                    }
-                }
+                Some(Err(e)) => fail(&t.name, e.code, e.message),
                 None => fail(&t.name, ErrorCode::UnknownServerError, "no answer".into()),
             },
         })
@@ -286,8 +271,9 @@ pub async fn delete_topics(
                 "Neither topic name nor id were specified.",
             ))
         } else if expired {
-            // The timeout already over: REQUEST_TIMED_OUT for every entry, nothing deleted.
-            Some((ErrorCode::RequestTimedOut, "The request timed out."))
+            // The timeout already over: REQUEST_TIMED_OUT for every entry, nothing deleted
+            // (no message, as Kafka's controller answers it).
+            Some((ErrorCode::RequestTimedOut, ""))
         } else if counts.get(&(name.clone(), *id)).copied().unwrap_or(0) > 1 {
             Some((ErrorCode::InvalidRequest, "Duplicate topic in the request."))
         } else if !state.config.delete_topic_enable {
@@ -360,8 +346,8 @@ pub async fn delete_topics(
                 }
                 Err(e) => {
                     r = r.with_error_code(code(e.code));
-                    if version >= 5 && !generic_message(&e) {
-                        r = r.with_error_message(Some(str_bytes(e.message)));
+                    if version >= 5 {
+                        r = r.with_error_message(e.wire_message().map(str_bytes));
                     }
                 }
             }
@@ -401,10 +387,8 @@ pub async fn create_partitions(
     for t in &topics {
         let name = t.name.0.to_string();
         if expired {
-            slots.push(Err(ControllerError::new(
-                ErrorCode::RequestTimedOut,
-                "The request timed out before it was processed.",
-            )));
+            // Kafka's controller answers it without a message.
+            slots.push(Err(ControllerError::bare(ErrorCode::RequestTimedOut)));
             continue;
         }
         if counts.get(&name).copied().unwrap_or(0) > 1 {
@@ -471,10 +455,9 @@ pub async fn create_partitions(
             };
             match result {
                 Ok(()) => r,
-                Err(e) if generic_message(&e) => r.with_error_code(code(e.code)),
                 Err(e) => r
                     .with_error_code(code(e.code))
-                    .with_error_message(Some(str_bytes(e.message))),
+                    .with_error_message(e.wire_message().map(str_bytes)),
             }
         })
         .collect();

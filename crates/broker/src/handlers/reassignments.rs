@@ -113,7 +113,7 @@ pub async fn alter(
             return (alter_error_response(&req, e, None), answer.offset);
         }
         Err(e) => {
-            let message = (!e.message.is_empty()).then_some(e.message);
+            let message = e.wire_message().map(str::to_string);
             return (alter_error_response(&req, e.code, message), answer.offset);
         }
     };
@@ -139,9 +139,10 @@ fn partition_response(
     match r {
         // Kafka answers a null message on success (ApiError.NONE has none).
         Ok(()) => p.with_error_message(None),
+        // The message as Kafka's `ApiError` carries it (none for NO_REASSIGNMENT_IN_PROGRESS).
         Err(e) => p
             .with_error_code(code(e.code))
-            .with_error_message((!e.message.is_empty()).then(|| str_bytes(e.message))),
+            .with_error_message(e.wire_message().map(str_bytes)),
     }
 }
 

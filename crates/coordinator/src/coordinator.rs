@@ -102,27 +102,32 @@ pub fn find_coordinator(
                         c.node_id = BrokerId(-1);
                         c.port = -1;
                         c.error_code = e.code();
-                        c.error_message = Some(s(e.name()));
+                        // Kafka's `prepareErrorResponse`: the error's default text.
+                        c.error_message = Some(s(e.default_message()));
                     }
                 }
                 c
             })
             .collect();
     } else {
-        match lookup(&req.key) {
+        // Kafka's `createFindCoordinatorResponse` (v1-v3) sets the error's default text, also
+        // on success: "NONE".
+        let error = match lookup(&req.key) {
             Ok(n) => {
                 resp.node_id = BrokerId(n.node_id);
                 resp.host = s(&n.host);
                 resp.port = n.port;
+                ErrorCode::None
             }
             Err(e) => {
                 resp.error_code = e.code();
                 resp.node_id = BrokerId(-1);
                 resp.port = -1;
-                if version >= 1 {
-                    resp.error_message = Some(s(e.name()));
-                }
+                e
             }
+        };
+        if version >= 1 {
+            resp.error_message = Some(s(error.default_message()));
         }
     }
     resp

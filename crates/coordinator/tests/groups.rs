@@ -1101,6 +1101,10 @@ fn find_coordinator_versions() {
             (r.error_code, r.node_id.0, r.host.as_str(), r.port),
             (0, 1, "broker1", 9092)
         );
+        // As Kafka's `createFindCoordinatorResponse`: the error's text, "NONE" on success.
+        if v >= 1 {
+            assert_eq!(r.error_message.as_deref(), Some("NONE"));
+        }
         let mut b = bytes::BytesMut::new();
         assert!(ResponseKind::FindCoordinator(r).encode(&mut b, v).is_ok());
     }
@@ -1111,6 +1115,10 @@ fn find_coordinator_versions() {
     req.key_type = 5;
     let r = find_coordinator(&req, 1, locate);
     assert_eq!(r.error_code, code(ErrorCode::InvalidRequest));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some(ErrorCode::InvalidRequest.default_message())
+    );
     let mut req = FindCoordinatorRequest::default();
     req.coordinator_keys = vec![sb("a"), sb(""), sb("b")];
     for v in 4..=6 {
@@ -1123,6 +1131,10 @@ fn find_coordinator_versions() {
         });
         let errors: Vec<i16> = r.coordinators.iter().map(|c| c.error_code).collect();
         assert_eq!(errors, vec![0, 0, code(ErrorCode::CoordinatorNotAvailable)]);
+        assert_eq!(
+            r.coordinators[2].error_message.as_deref(),
+            Some("The coordinator is not available.")
+        );
         let mut b = bytes::BytesMut::new();
         assert!(ResponseKind::FindCoordinator(r).encode(&mut b, v).is_ok());
     }

@@ -973,8 +973,8 @@ impl GroupCoordinator {
             let mut dg = DescribedGroup::default();
             dg.group_id = id.clone();
             if let Some(e) = self.validate(&group_id, EmptyGroupId::Invalid) {
+                // Kafka's `getErrorDescribedGroupList` sets the code alone (null message).
                 dg.error_code = e.code();
-                dg.error_message = Some(s(e.name()));
             } else if let Some(g) = self.consumer.groups.get(&group_id) {
                 dg.group_state = s(g.state().name());
                 dg.group_epoch = g.epoch;

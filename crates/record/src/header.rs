@@ -258,21 +258,23 @@ pub fn recompute_crc(buf: &mut [u8]) -> Result<(), RecordError> {
     Ok(())
 }
 
-/// Whether Kafka's batch reader (`ByteBufferLogInputStream.nextBatchSize`) throws on the
-/// first batch of `buf`: a batch length below the smallest record overhead of any magic (14,
-/// magic 0's) or a magic byte outside 0..=2. Bytes too short to hold the length or the magic
-/// are no batch at all there, not an error. Kafka's Produce handler reads every partition's
-/// first batch this way before any other check.
-pub fn first_batch_unreadable(buf: &[u8]) -> bool {
+/// Why Kafka's batch reader (`ByteBufferLogInputStream.nextBatchSize`) throws on the first
+/// batch of `buf`, in its words (a Produce answer carries them): a batch length below the
+/// smallest record overhead of any magic (14, magic 0's) or a magic byte outside 0..=2.
+/// Bytes too short to hold the length or the magic are no batch at all there, not an error
+/// (`None`). Kafka's Produce handler reads every partition's first batch this way before any
+/// other check.
+pub fn first_batch_unreadable(buf: &[u8]) -> Option<String> {
     const SMALLEST_RECORD_OVERHEAD: i32 = 14;
-    let Some(len) = buf.get(LENGTH_OFFSET..LENGTH_OFFSET + 4) else {
-        return false;
-    };
-    if i32::from_be_bytes([len[0], len[1], len[2], len[3]]) < SMALLEST_RECORD_OVERHEAD {
-        return true;
+    let len = buf.get(LENGTH_OFFSET..LENGTH_OFFSET + 4)?;
+    let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    if len < SMALLEST_RECORD_OVERHEAD {
+        return Some(format!(
+            "Record size {len} is less than the minimum record overhead ({SMALLEST_RECORD_OVERHEAD})"
+        ));
     }
-    buf.get(MAGIC_OFFSET)
-        .is_some_and(|&m| !(0..=MAGIC_V2).contains(&i8::from_be_bytes([m])))
+    let magic = i8::from_be_bytes([*buf.get(MAGIC_OFFSET)?]);
+    (!(0..=MAGIC_V2).contains(&magic)).then(|| format!("Invalid magic found in record: {magic}"))
 }
 
 /// Checks everything that makes `buf` one well-formed v2 batch, as stored in a log: magic,
@@ -374,19 +376,30 @@ mod tests {
     #[test]
     fn kafkas_batch_reader_refuses_an_unknown_magic_or_a_tiny_length() {
         let good = sample();
-        assert!(!first_batch_unreadable(&good));
+        assert_eq!(first_batch_unreadable(&good), None);
         // Too short to hold a length or a magic: no batch at all, not an error.
-        assert!(!first_batch_unreadable(&good[..11]));
-        assert!(!first_batch_unreadable(&good[..16]));
+        assert_eq!(first_batch_unreadable(&good[..11]), None);
+        assert_eq!(first_batch_unreadable(&good[..16]), None);
         for (magic, unreadable) in [(0, false), (1, false), (2, false), (3, true), (-1, true)] {
             let mut b = good.clone();
             b[MAGIC_OFFSET] = magic as u8;
-            assert_eq!(first_batch_unreadable(&b), unreadable, "magic {magic}");
+            let why = first_batch_unreadable(&b);
+            assert_eq!(why.is_some(), unreadable, "magic {magic}");
+            if unreadable {
+                let expected = format!("Invalid magic found in record: {magic}");
+                assert_eq!(why.as_deref(), Some(expected.as_str()));
+            }
         }
         for (len, unreadable) in [(13, true), (14, false), (-1, true)] {
             let mut b = good.clone();
             b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&i32::to_be_bytes(len));
-            assert_eq!(first_batch_unreadable(&b), unreadable, "length {len}");
+            let why = first_batch_unreadable(&b);
+            assert_eq!(why.is_some(), unreadable, "length {len}");
+            if unreadable {
+                let expected =
+                    format!("Record size {len} is less than the minimum record overhead (14)");
+                assert_eq!(why.as_deref(), Some(expected.as_str()));
+            }
         }
     }
 

@@ -524,10 +524,8 @@ pub fn describe_configs(
                     Some(t) => base.with_configs(describe_topic(&layers, &t.configs, &keys, &opts)),
                     None => match model::ids::validate_topic_name(&name) {
                         Err(msg) => fail(ErrorCode::InvalidTopicException, msg),
-                        Ok(()) => fail(
-                            ErrorCode::UnknownTopicOrPartition,
-                            format!("Topic '{name}' does not exist."),
-                        ),
+                        // Kafka answers a missing topic with an empty message ("").
+                        Ok(()) => fail(ErrorCode::UnknownTopicOrPartition, String::new()),
                     },
                 },
                 BROKER if name.is_empty() => base.with_configs(describe_broker_default(
@@ -634,15 +632,20 @@ fn null_list_value(
             "Error due to duplicate config keys".into(),
         ));
     }
-    match configs
+    // Kafka's `ConfigAdminManager.preprocess`: every entry but a DELETE (an unknown operation
+    // too) with a null value, named together.
+    let nulls: Vec<&str> = configs
         .iter()
-        .find(|c| matches!(c.config_operation, SET | APPEND | SUBTRACT) && c.value.is_none())
-    {
-        Some(c) => Err((
+        .filter(|c| c.config_operation != DELETE && c.value.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if nulls.is_empty() {
+        Ok(())
+    } else {
+        Err((
             ErrorCode::InvalidRequest,
-            format!("Null value not supported for : {}", &*c.name),
-        )),
-        None => Ok(()),
+            format!("Null value not supported for : {}", nulls.join(", ")),
+        ))
     }
 }
 
@@ -786,11 +789,12 @@ pub async fn alter_configs(
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
             match result {
-                // Kafka answers a null message on success (ApiError.NONE has none).
+                // Kafka answers a null message on success (ApiError.NONE has none), and an
+                // error's message as its `ApiError.fromThrowable` carries it.
                 Ok(()) => r.with_error_message(None),
                 Err((e, msg)) => r
                     .with_error_code(code(e))
-                    .with_error_message(Some(str_bytes(msg))),
+                    .with_error_message(e.api_message(&msg).map(str_bytes)),
             }
         })
         .collect();
@@ -1006,12 +1010,9 @@ fn incremental_changes(
                     format!("Can't APPEND to key {key} because its type is not LIST."),
                 ));
             }
-            op => {
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    format!("Unknown config operation {op}"),
-                ));
-            }
+            // No message: Kafka's handler fails here and answers UNKNOWN_SERVER_ERROR, which
+            // carries none; Moldau names the problem by its code alone (a kept difference).
+            _ => return Err((ErrorCode::InvalidRequest, String::new())),
         }
     }
     Ok(changes)
@@ -1155,11 +1156,12 @@ pub async fn incremental_alter_configs(
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name);
             match result {
-                // Kafka answers a null message on success (ApiError.NONE has none).
+                // Kafka answers a null message on success (ApiError.NONE has none), and an
+                // error's message as its `ApiError.fromThrowable` carries it.
                 Ok(()) => r.with_error_message(None),
                 Err((e, msg)) => r
                     .with_error_code(code(e))
-                    .with_error_message(Some(str_bytes(msg))),
+                    .with_error_message(e.api_message(&msg).map(str_bytes)),
             }
         })
         .collect();

@@ -18,6 +18,17 @@ pub fn error_response(
     error: ErrorCode,
     version: i16,
 ) -> ElectLeadersResponse {
+    error_response_with(req, error, None, version)
+}
+
+/// [`error_response`] with a message on every partition (Kafka's `getErrorResponse` puts
+/// its `ApiError`'s message there).
+fn error_response_with(
+    req: &ElectLeadersRequest,
+    error: ErrorCode,
+    message: Option<&str>,
+    version: i16,
+) -> ElectLeadersResponse {
     let results = req
         .topic_partitions
         .iter()
@@ -29,11 +40,10 @@ pub fn error_response(
                     t.partitions
                         .iter()
                         .map(|&p| {
-                            // No message, as Kafka's getErrorResponse (ApiError without one).
                             PartitionResult::default()
                                 .with_partition_id(p)
                                 .with_error_code(code(error))
-                                .with_error_message(None)
+                                .with_error_message(message.map(str_bytes))
                         })
                         .collect(),
                 )
@@ -58,7 +68,11 @@ pub async fn elect_leaders(
     let election = match (version, req.election_type) {
         (0, _) | (_, 0) => Election::Preferred,
         (_, 1) => Election::Unclean,
-        _ => return (error_response(&req, ErrorCode::InvalidRequest, version), -1),
+        (_, t) => {
+            let message = format!("Unknown election type {t}");
+            let e = ErrorCode::InvalidRequest;
+            return (error_response_with(&req, e, Some(&message), version), -1);
+        }
     };
     if req.timeout_ms <= 0 {
         return (
@@ -109,8 +123,10 @@ fn partition_result((id, r): (i32, Result<(), ControllerError>)) -> PartitionRes
     match r {
         // Kafka answers a null message on success (ApiError.NONE has none).
         Ok(()) => p.with_error_message(None),
+        // An error's message, else its default text (Kafka's `new ApiError(error)` carries
+        // it, e.g. for ELECTION_NOT_NEEDED).
         Err(e) => p
             .with_error_code(code(e.code))
-            .with_error_message((!e.message.is_empty()).then(|| str_bytes(e.message))),
+            .with_error_message(Some(str_bytes(e.code.message_or_default(&e.message)))),
     }
 }

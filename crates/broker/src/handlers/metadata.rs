@@ -367,13 +367,24 @@ pub fn describe_cluster(
     let image = state.image();
     // Endpoint type 1 = brokers, 2 = controllers. This listener serves clients, so it
     // answers as a Kafka broker listener does: controllers are asked on their own listener.
+    // Kafka's broker names the problem in its answer (its messages).
     if version >= 1 && req.endpoint_type != 1 {
-        let e = if req.endpoint_type == 2 {
-            ErrorCode::MismatchedEndpointType
+        let (e, message) = if req.endpoint_type == 2 {
+            (
+                ErrorCode::MismatchedEndpointType,
+                "The request was sent to an endpoint of type BROKER, but we wanted an \
+                 endpoint of type CONTROLLER"
+                    .to_string(),
+            )
         } else {
-            ErrorCode::UnsupportedEndpointType
+            (
+                ErrorCode::UnsupportedEndpointType,
+                format!("Unsupported endpoint type {}", req.endpoint_type),
+            )
         };
-        return DescribeClusterResponse::default().with_error_code(code(e));
+        return DescribeClusterResponse::default()
+            .with_error_code(code(e))
+            .with_error_message(Some(str_bytes(message)));
     }
     let brokers = image
         .live_brokers()

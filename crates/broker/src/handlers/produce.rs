@@ -89,10 +89,10 @@ impl Verifier {
 }
 
 pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> Reply {
-    let corrupt = has_corrupt_first_batch(&req);
+    let corrupt = corrupt_first_batch(&req);
     merge_repeated(&mut req, ctx.version);
-    if corrupt {
-        return corrupt_request(ctx, req);
+    if let Some(why) = corrupt {
+        return corrupt_request(ctx, req, why);
     }
     match req.transactional_id.as_ref() {
         Some(txn_id) => {
@@ -115,19 +115,20 @@ pub fn produce(state: &Arc<BrokerState>, ctx: Ctx, mut req: ProduceRequest) -> R
 /// other check (`RequestUtils.hasTransactionalRecords`, to authorize a transactional id), and
 /// a batch its reader cannot read ([`record::first_batch_unreadable`]) fails the whole
 /// request with CORRUPT_MESSAGE, whatever its topics (checked against Kafka 4.4 by
-/// crates/conformance).
-fn has_corrupt_first_batch(req: &ProduceRequest) -> bool {
+/// crates/conformance). Returns the reader's words for the first such batch.
+fn corrupt_first_batch(req: &ProduceRequest) -> Option<String> {
     req.topic_data
         .iter()
         .flat_map(|t| t.partition_data.iter())
         .filter_map(|p| p.records.as_deref())
-        .any(record::first_batch_unreadable)
+        .find_map(record::first_batch_unreadable)
 }
 
-/// The answer to a request [`has_corrupt_first_batch`] refuses: every partition
-/// CORRUPT_MESSAGE, as Kafka's `ProduceRequest.getErrorResponse`; an acks=0 request gets no
-/// answer and its connection is closed.
-fn corrupt_request(ctx: Ctx, req: ProduceRequest) -> Reply {
+/// The answer to a request [`corrupt_first_batch`] refuses: every partition CORRUPT_MESSAGE
+/// with the reader's message, as Kafka's `ProduceRequest.getErrorResponse` (its `ApiError`
+/// from the reader's exception); an acks=0 request gets no answer and its connection is
+/// closed.
+fn corrupt_request(ctx: Ctx, req: ProduceRequest, why: String) -> Reply {
     if req.acks == 0 {
         return Reply::Close;
     }
@@ -139,9 +140,13 @@ fn corrupt_request(ctx: Ctx, req: ProduceRequest) -> Reply {
                 .partition_data
                 .iter()
                 .map(|pd| {
+                    let e = ErrorCode::CorruptMessage;
+                    // The message field is v8+.
+                    let message = e.api_message(&why).filter(|_| ctx.version >= 8);
                     PartitionProduceResponse::default()
                         .with_index(pd.index)
-                        .with_error_code(code(ErrorCode::CorruptMessage))
+                        .with_error_code(code(e))
+                        .with_error_message(message.map(super::str_bytes))
                         .with_base_offset(-1)
                 })
                 .collect();

@@ -2,7 +2,7 @@
 //! broker to write COMMIT/ABORT markers) and DescribeProducers (the producers a partition
 //! knows, as `kafka-transactions.sh describe-producers` shows them).
 
-use super::{Ctx, Reply};
+use super::{str_bytes, Ctx, Reply};
 use crate::state::BrokerState;
 use crate::txn_markers::{marker_durable, write_marker, MARKER_WRITE_TIMEOUT_MS};
 use model::ErrorCode;
@@ -135,11 +135,18 @@ pub fn describe_producers(
                 .iter()
                 .map(|&p| {
                     let r = PartitionResponse::default().with_partition_index(p);
-                    let known = image
-                        .topic(&name)
-                        .is_some_and(|ti| p >= 0 && (p as usize) < ti.partitions.len());
+                    let topic = image.topic(&name);
+                    let known =
+                        topic.is_some_and(|ti| p >= 0 && (p as usize) < ti.partitions.len());
+                    let unknown = ErrorCode::UnknownTopicOrPartition;
                     match state.replicas.get(&name, p) {
-                        _ if !known => r.with_error_code(ErrorCode::UnknownTopicOrPartition.code()),
+                        // As Kafka: a topic its metadata does not know gets the error's
+                        // default text; a missing partition of a known one (from its replica
+                        // manager) none.
+                        _ if topic.is_none() => r
+                            .with_error_code(unknown.code())
+                            .with_error_message(Some(str_bytes(unknown.default_message()))),
+                        _ if !known => r.with_error_code(unknown.code()),
                         None => r.with_error_code(ErrorCode::NotLeaderOrFollower.code()),
                         Some(partition) => r.with_active_producers(
                             partition

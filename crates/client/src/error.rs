@@ -12,8 +12,9 @@ use model::ErrorCode;
 /// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The broker answered with a Kafka error code.
-    #[error("{code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    /// The broker answered with a Kafka error code; shown with the broker's message, or the
+    /// error's default text where it sent none (as Kafka often does).
+    #[error("{code}: {}", code.message_or_default(message.as_deref().unwrap_or_default()))]
     Broker {
         code: ErrorCode,
         message: Option<String>,
@@ -106,3 +107,22 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_error_shows_its_message_or_the_default_text() {
+        let e = Error::broker(ErrorCode::UnknownTopicOrPartition, Some("Topic t?".into()));
+        assert_eq!(e.to_string(), "UNKNOWN_TOPIC_OR_PARTITION (3): Topic t?");
+        // Kafka often sends no message (null, or ""): the error's own text stands in.
+        for message in [None, Some(String::new())] {
+            let e = Error::broker(ErrorCode::NoReassignmentInProgress, message);
+            assert_eq!(
+                e.to_string(),
+                "NO_REASSIGNMENT_IN_PROGRESS (85): No partition reassignment is in progress."
+            );
+        }
+    }
+}

@@ -632,9 +632,8 @@ pub fn dispatch(
                             .with_error_code(code(ErrorCode::TopicAuthorizationFailed));
                         // Kafka's `ApiError(TOPIC_AUTHORIZATION_FAILED)`: the error's message.
                         if v >= 5 {
-                            r = r.with_error_message(Some(str_bytes(authorization_message(
-                                ErrorCode::TopicAuthorizationFailed,
-                            ))));
+                            let e = ErrorCode::TopicAuthorizationFailed;
+                            r = r.with_error_message(Some(str_bytes(e.default_message())));
                         }
                         if v >= 6 {
                             r = r.with_topic_id(id);
@@ -900,7 +899,7 @@ pub fn dispatch(
                     .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
                 protocol::messages::describe_configs_response::DescribeConfigsResult::default()
                     .with_error_code(code(e))
-                    .with_error_message(Some(str_bytes(authorization_message(e))))
+                    .with_error_message(Some(str_bytes(e.default_message())))
                     .with_resource_type(x.resource_type)
                     .with_resource_name(x.resource_name)
             }));
@@ -923,7 +922,7 @@ pub fn dispatch(
                             .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
                         protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
                             .with_error_code(code(e))
-                            .with_error_message(Some(str_bytes(authorization_message(e))))
+                            .with_error_message(Some(str_bytes(e.default_message())))
                             .with_resource_type(x.resource_type)
                             .with_resource_name(x.resource_name)
                     }));
@@ -964,7 +963,7 @@ pub fn dispatch(
                             .unwrap_or(ErrorCode::ClusterAuthorizationFailed);
                         protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                             .with_error_code(code(e))
-                            .with_error_message(Some(str_bytes(authorization_message(e))))
+                            .with_error_message(Some(str_bytes(e.default_message())))
                             .with_resource_type(x.resource_type)
                             .with_resource_name(x.resource_name)
                     }));
@@ -1250,9 +1249,9 @@ fn group_items(
             ctx.ready(ResponseKind::ConsumerGroupHeartbeat(
                 protocol::messages::ConsumerGroupHeartbeatResponse::default()
                     .with_error_code(code(ErrorCode::TopicAuthorizationFailed))
-                    .with_error_message(Some(str_bytes(authorization_message(
-                        ErrorCode::TopicAuthorizationFailed,
-                    )))),
+                    .with_error_message(Some(str_bytes(
+                        ErrorCode::TopicAuthorizationFailed.default_message(),
+                    ))),
             ))
         }
         RequestKind::OffsetFetch(mut r) => {
@@ -1411,7 +1410,7 @@ fn group_items(
                         .with_port(-1);
                     // Kafka's `createFindCoordinatorResponse`: the error's message (v1+).
                     if ctx.version >= 1 {
-                        resp.error_message = Some(str_bytes(authorization_message(e)));
+                        resp.error_message = Some(str_bytes(e.default_message()));
                     }
                 }
                 return ctx.ready(ResponseKind::FindCoordinator(resp));
@@ -1571,16 +1570,6 @@ fn config_denied(
         2 => (!access.allows_topic(op, name)).then_some(ErrorCode::TopicAuthorizationFailed),
         32 => (!access.allows(op, Rt::Group, name)).then_some(ErrorCode::GroupAuthorizationFailed),
         _ => (!access.allows_cluster(op)).then_some(ErrorCode::ClusterAuthorizationFailed),
-    }
-}
-
-/// Kafka's default message of an authorization error (`Errors.message()`).
-fn authorization_message(e: ErrorCode) -> &'static str {
-    match e {
-        ErrorCode::TopicAuthorizationFailed => "Topic authorization failed.",
-        ErrorCode::GroupAuthorizationFailed => "Group authorization failed.",
-        ErrorCode::TransactionalIdAuthorizationFailed => "Transactional Id authorization failed.",
-        _ => "Cluster authorization failed.",
     }
 }
 

@@ -1332,10 +1332,8 @@ impl Controller {
     ) -> Result<(), ControllerError> {
         // Kafka answers a missing topic with `ApiError(UNKNOWN_TOPIC_OR_PARTITION)`: no message.
         let topic = self
-            .speculative
-            .topic(name)
-            .cloned()
-            .ok_or_else(|| ControllerError::bare(ErrorCode::UnknownTopicOrPartition))?;
+            .existing_topic(name)
+            .map_err(|e| ControllerError::bare(e.code))?;
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(ControllerError::new(

@@ -61,7 +61,7 @@ public abstract class BrokerTestBase {
     @AfterAll
     void stopBroker() throws Exception {
         if (admin != null) admin.close(Duration.ofSeconds(10));
-        if (broker != null) broker.stop();
+        if (broker != null) broker.close();
     }
 
     protected String bootstrap() {

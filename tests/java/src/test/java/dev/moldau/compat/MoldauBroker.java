@@ -132,9 +132,23 @@ public final class MoldauBroker implements AutoCloseable {
         }
     }
 
+    /**
+     * Stops the broker and, once it exited cleanly, deletes its temporary directory (data and
+     * log); after a failure the directory stays for the report.
+     */
     @Override
     public void close() throws InterruptedException {
         stop();
+        deleteTree(dataDir.getParent());
+    }
+
+    private static void deleteTree(Path root) {
+        if (root == null || !Files.exists(root)) return;
+        try (var paths = Files.walk(root)) {
+            paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        } catch (IOException ignored) {
+            // best effort: a leftover temporary directory is not a test failure
+        }
     }
 
     public String logTail() {

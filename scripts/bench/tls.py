@@ -19,8 +19,13 @@ Prints a table per round and the median of the rounds, ratios to plaintext first
 (`moldau bench`, the same binary) shares the machine with the broker: on two cores the numbers
 are those of the pair, which is what a client on the same host sees.
 
-Usage: scripts/bench/tls.py [--records N] [--size B] [--rounds R] [--connections C]
-  MOLDAU_BIN  broker and bench binary (default: target/release/moldau)
+With --kafka the broker is Apache Kafka 4.4 from the reference kit (scripts/reference/kafka,
+one combined KRaft node, the same three listeners and PEM certificate), measured by the same
+`moldau bench` client: Kafka's own TLS-to-plaintext ratios on this machine, read beside Moldau's.
+
+Usage: scripts/bench/tls.py [--records N] [--size B] [--rounds R] [--connections C] [--kafka]
+  MOLDAU_BIN  broker and bench binary (default: target/release/moldau); with --kafka the bench
+              client only
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class Broker:
             args += ["--set", f"{k}={v}"]
         self.out = open(work / "broker.log", "w")
         self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -111,6 +117,35 @@ class Broker:
         self.proc.terminate()
         self.proc.wait(timeout=60)
         self.out.close()
+
+
+class KafkaBroker:
+    """Apache Kafka from the reference kit with the same listeners; `pid` is its one JVM."""
+
+    KIT = ROOT / "scripts/reference/kafka"
+
+    def __init__(self, work: Path):
+        self.dir = work / "kafka"
+        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{USER}="{PASSWORD}";')
+        sets = ["sasl.enabled.mechanisms=PLAIN",
+                f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}"]
+        for name in ("ssl", "sasl_ssl"):
+            sets += [f"listener.name.{name}.ssl.keystore.type=PEM",
+                     f"listener.name.{name}.ssl.keystore.location={work / 'keystore.pem'}"]
+        args = [str(self.KIT), "start", str(self.dir), "--listener", "SSL:SSL",
+                "--listener", "SASL_SSL:SASL_SSL"]
+        for kv in sets:
+            args += ["--set", kv]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, timeout=300)
+        port = lambda text: int(text.strip().split(",")[0].rsplit(":", 1)[1])  # noqa: E731
+        self.ports = {"PLAINTEXT": port((self.dir / "bootstrap").read_text().split("=", 1)[1]),
+                      "SSL": port((self.dir / "listener-ssl").read_text()),
+                      "SASL_SSL": port((self.dir / "listener-sasl_ssl").read_text())}
+        self.pid = int((self.dir / "pids").read_text().split()[0])
+
+    def stop(self) -> None:
+        subprocess.run([str(self.KIT), "stop", str(self.dir)], check=True, timeout=120)
 
 
 def api_versions_frame(correlation_id: int) -> bytes:
@@ -176,16 +211,16 @@ def command_config(work: Path, listener: str) -> Path:
     return path
 
 
-def bench(binary: str, kind: str, broker: Broker, listener: str, cfg: Path, topic: str,
+def bench(binary: str, kind: str, broker: Broker | KafkaBroker, listener: str, cfg: Path, topic: str,
           records: int, size: int) -> dict:
     args = [binary, "bench", kind, "-b", f"127.0.0.1:{broker.ports[listener]}", "-t", topic,
             "--command-config", str(cfg), "--json", "--progress-interval", "0"]
     if kind == "produce":
         args += ["-n", str(records), "-s", str(size), "-p", "1", "--acks", "1"]
-    before = cpu_seconds(broker.proc.pid)
+    before = cpu_seconds(broker.pid)
     client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout
-    cpu = cpu_seconds(broker.proc.pid) - before
+    cpu = cpu_seconds(broker.pid) - before
     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     client = (client_after.ru_utime - client_before.ru_utime) + (client_after.ru_stime - client_before.ru_stime)
     r = json.loads(out)
@@ -212,6 +247,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=300)
+    ap.add_argument("--kafka", action="store_true", help="measure Apache Kafka (the reference kit)")
     a = ap.parse_args()
     binary = os.environ.get("MOLDAU_BIN", str(ROOT / "target/release/moldau"))
     with tempfile.TemporaryDirectory(prefix="moldau-bench-tls.") as tmp:
@@ -219,8 +255,9 @@ def main() -> None:
         make_certs(work)
         print(f"== machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} "
               f"{os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}; {a.records:,} x {a.size} B "
-              f"records per run, acks=1, one partition; {a.rounds} rounds; binary {binary}")
-        broker = Broker(binary, work)
+              f"records per run, acks=1, one partition; {a.rounds} rounds; "
+              f"{'broker Apache Kafka 4.4, client' if a.kafka else 'binary'} {binary}")
+        broker = KafkaBroker(work) if a.kafka else Broker(binary, work)
         ctx = ssl.create_default_context(cafile=str(work / "ca.pem"))
         cfgs = {name: command_config(work, name) for name in LISTENERS}
         results: dict[str, dict[str, list[dict]]] = {n: {"produce": [], "consume": []} for n in LISTENERS}
@@ -241,7 +278,7 @@ def main() -> None:
                               f"{r['cpu_s_per_gb']:6.2f} CPU-s/GB, client {r['client_cpu_s_per_gb']:5.2f}  (load {os.getloadavg()[0]:.1f})",
                               flush=True)
                     c = ctx if name != "PLAINTEXT" else None
-                    rate, cpu_ms = connection_rate(name, broker.ports[name], c, a.connections, broker.proc.pid)
+                    rate, cpu_ms = connection_rate(name, broker.ports[name], c, a.connections, broker.pid)
                     conns[name].append((rate, cpu_ms))
                     print(f"round {rnd + 1} {name:9} connect {rate:>12,.0f} conn/s  broker {cpu_ms:.2f} "
                           f"CPU-ms per connection", flush=True)

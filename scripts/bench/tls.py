@@ -23,7 +23,10 @@ With --kafka the broker is Apache Kafka 4.4 from the reference kit (scripts/refe
 one combined KRaft node, the same three listeners and PEM certificate), measured by the same
 `moldau bench` client: Kafka's own TLS-to-plaintext ratios on this machine, read beside Moldau's.
 
-Usage: scripts/bench/tls.py [--records N] [--size B] [--rounds R] [--connections C] [--kafka]
+With --kcat every listener's consume is also run by kcat (librdkafka with OpenSSL, the payloads
+to /dev/null, MB/s of payload bytes): a second client's view of the same ratios.
+
+Usage: scripts/bench/tls.py [--records N] [--size B] [--rounds R] [--connections C] [--kafka] [--kcat]
   MOLDAU_BIN  broker and bench binary (default: target/release/moldau); with --kafka the bench
               client only
 """
@@ -231,6 +234,28 @@ def bench(binary: str, kind: str, broker: Broker | KafkaBroker, listener: str, c
     return r
 
 
+def kcat_consume(broker: Broker | KafkaBroker, listener: str, work: Path, topic: str,
+                 records: int, size: int) -> dict:
+    """The shared topic read once by kcat (librdkafka with OpenSSL), payloads to /dev/null."""
+    args = ["kcat", "-C", "-b", f"127.0.0.1:{broker.ports[listener]}", "-t", topic, "-o", "beginning",
+            "-e", "-q", "-X", f"security.protocol={listener.lower()}"]
+    if listener != "PLAINTEXT":
+        args += ["-X", f"ssl.ca.location={work / 'ca.pem'}"]
+    if listener == "SASL_SSL":
+        args += ["-X", "sasl.mechanisms=PLAIN", "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}"]
+    before = cpu_seconds(broker.pid)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, timeout=600)
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(broker.pid) - before
+    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = (client_after.ru_utime - client_before.ru_utime) + (client_after.ru_stime - client_before.ru_stime)
+    gb = records * size / 1e9
+    return {"mb_per_sec": gb * 1e3 / elapsed, "cpu_s_per_gb": cpu / gb, "client_cpu_s_per_gb": client / gb,
+            "records_per_sec": records / elapsed, "p99_ms": float("nan")}
+
+
 def connection_rate(listener: str, port: int, ctx: ssl.SSLContext | None, n: int,
                     pid: int) -> tuple[float, float]:
     before = cpu_seconds(pid)
@@ -248,6 +273,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=300)
     ap.add_argument("--kafka", action="store_true", help="measure Apache Kafka (the reference kit)")
+    ap.add_argument("--kcat", action="store_true",
+                    help="also consume the shared topic with kcat (librdkafka) on every listener")
     a = ap.parse_args()
     binary = os.environ.get("MOLDAU_BIN", str(ROOT / "target/release/moldau"))
     with tempfile.TemporaryDirectory(prefix="moldau-bench-tls.") as tmp:
@@ -260,7 +287,8 @@ def main() -> None:
         broker = KafkaBroker(work) if a.kafka else Broker(binary, work)
         ctx = ssl.create_default_context(cafile=str(work / "ca.pem"))
         cfgs = {name: command_config(work, name) for name in LISTENERS}
-        results: dict[str, dict[str, list[dict]]] = {n: {"produce": [], "consume": []} for n in LISTENERS}
+        results: dict[str, dict[str, list[dict]]] = {
+            n: {"produce": [], "consume": [], "kcat": []} for n in LISTENERS}
         conns: dict[str, list[tuple[float, float]]] = {n: [] for n in LISTENERS}
         try:
             shared = "bench-tls-shared"
@@ -277,6 +305,12 @@ def main() -> None:
                               f"{r['mb_per_sec']:>8.1f} MB/s  p99 {r['p99_ms']:7.2f} ms  broker "
                               f"{r['cpu_s_per_gb']:6.2f} CPU-s/GB, client {r['client_cpu_s_per_gb']:5.2f}  (load {os.getloadavg()[0]:.1f})",
                               flush=True)
+                    if a.kcat:
+                        r = kcat_consume(broker, name, work, shared, a.records, a.size)
+                        results[name]["kcat"].append(r)
+                        print(f"round {rnd + 1} {name:9} kcat -C {r['records_per_sec']:>12,.0f} rec/s "
+                              f"{r['mb_per_sec']:>8.1f} MB/s (payloads)  broker {r['cpu_s_per_gb']:6.2f} "
+                              f"CPU-s/GB, client {r['client_cpu_s_per_gb']:5.2f}", flush=True)
                     c = ctx if name != "PLAINTEXT" else None
                     rate, cpu_ms = connection_rate(name, broker.ports[name], c, a.connections, broker.pid)
                     conns[name].append((rate, cpu_ms))
@@ -298,6 +332,14 @@ def main() -> None:
             print(f"| {n} | {med[n]['produce']:.1f} ({med[n]['produce'] / base['produce']:.2f}) "
                   f"| {med[n]['consume']:.1f} ({med[n]['consume'] / base['consume']:.2f}) "
                   f"| {cpu['produce']:.2f} | {cpu['consume']:.2f} | {rate:,.0f} | {cpu_conn:.2f} |")
+        if a.kcat:
+            print("\n| listener | kcat consume MB/s of payloads | broker CPU-s/GB | kcat CPU-s/GB |")
+            print("|---|---|---|---|")
+            kmed = {n: statistics.median(r["mb_per_sec"] for r in results[n]["kcat"]) for n in LISTENERS}
+            for n in LISTENERS:
+                bcpu = statistics.median(r["cpu_s_per_gb"] for r in results[n]["kcat"])
+                ccpu = statistics.median(r["client_cpu_s_per_gb"] for r in results[n]["kcat"])
+                print(f"| {n} | {kmed[n]:.1f} ({kmed[n] / kmed['PLAINTEXT']:.2f}) | {bcpu:.2f} | {ccpu:.2f} |")
         print(f"== load at the end {os.getloadavg()[0]:.1f}")
 
 

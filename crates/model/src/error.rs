@@ -134,6 +134,14 @@ pub enum ErrorCode {
     DuplicateVoter = 126,
     VoterNotFound = 127,
     InvalidRegularExpression = 128,
+    RebootstrapRequired = 129,
+    StreamsInvalidTopology = 130,
+    StreamsInvalidTopologyEpoch = 131,
+    StreamsTopologyFenced = 132,
+    ShareSessionLimitReached = 133,
+    GroupDeletionFailed = 134,
+    StreamsTopologyDescriptionUpdateFailed = 135,
+    ControllerIdNotRegistered = 136,
 }
 
 impl ErrorCode {
@@ -275,6 +283,14 @@ impl ErrorCode {
             126 => ErrorCode::DuplicateVoter,
             127 => ErrorCode::VoterNotFound,
             128 => ErrorCode::InvalidRegularExpression,
+            129 => ErrorCode::RebootstrapRequired,
+            130 => ErrorCode::StreamsInvalidTopology,
+            131 => ErrorCode::StreamsInvalidTopologyEpoch,
+            132 => ErrorCode::StreamsTopologyFenced,
+            133 => ErrorCode::ShareSessionLimitReached,
+            134 => ErrorCode::GroupDeletionFailed,
+            135 => ErrorCode::StreamsTopologyDescriptionUpdateFailed,
+            136 => ErrorCode::ControllerIdNotRegistered,
             _ => ErrorCode::UnknownServerError,
         }
     }
@@ -416,6 +432,16 @@ impl ErrorCode {
             ErrorCode::DuplicateVoter => "DUPLICATE_VOTER",
             ErrorCode::VoterNotFound => "VOTER_NOT_FOUND",
             ErrorCode::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",
+            ErrorCode::RebootstrapRequired => "REBOOTSTRAP_REQUIRED",
+            ErrorCode::StreamsInvalidTopology => "STREAMS_INVALID_TOPOLOGY",
+            ErrorCode::StreamsInvalidTopologyEpoch => "STREAMS_INVALID_TOPOLOGY_EPOCH",
+            ErrorCode::StreamsTopologyFenced => "STREAMS_TOPOLOGY_FENCED",
+            ErrorCode::ShareSessionLimitReached => "SHARE_SESSION_LIMIT_REACHED",
+            ErrorCode::GroupDeletionFailed => "GROUP_DELETION_FAILED",
+            ErrorCode::StreamsTopologyDescriptionUpdateFailed => {
+                "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"
+            }
+            ErrorCode::ControllerIdNotRegistered => "CONTROLLER_ID_NOT_REGISTERED",
         }
     }
 
@@ -556,6 +582,20 @@ impl ErrorCode {
             ErrorCode::DuplicateVoter => "The voter is already part of the set of voters.",
             ErrorCode::VoterNotFound => "The voter is not part of the set of voters.",
             ErrorCode::InvalidRegularExpression => "The regular expression is not valid.",
+            ErrorCode::RebootstrapRequired => {
+                "Client metadata is stale. The client should rebootstrap to obtain new metadata."
+            }
+            ErrorCode::StreamsInvalidTopology => "The supplied topology is invalid.",
+            ErrorCode::StreamsInvalidTopologyEpoch => "The supplied topology epoch is invalid.",
+            ErrorCode::StreamsTopologyFenced => "The supplied topology epoch is outdated.",
+            ErrorCode::ShareSessionLimitReached => "The limit of share sessions has been reached.",
+            ErrorCode::GroupDeletionFailed => {
+                "DeleteGroups could not complete; see the error message on the per-group result for details."
+            }
+            ErrorCode::StreamsTopologyDescriptionUpdateFailed => {
+                "The broker could not process the topology description update; see the error message for details."
+            }
+            ErrorCode::ControllerIdNotRegistered => "The given controller ID was not registered.",
         }
     }
 
@@ -614,6 +654,9 @@ impl ErrorCode {
                 | ErrorCode::UnknownTopicId
                 | ErrorCode::InconsistentTopicId
                 | ErrorCode::FetchSessionTopicIdError
+                | ErrorCode::ShareSessionNotFound
+                | ErrorCode::InvalidShareSessionEpoch
+                | ErrorCode::ShareSessionLimitReached
         )
     }
 
@@ -634,7 +677,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for code in -1..=128 {
+        for code in -1..=136 {
             assert_eq!(ErrorCode::from_code(code).code(), code);
         }
         assert_eq!(ErrorCode::from_code(9999), ErrorCode::UnknownServerError);
@@ -667,7 +710,7 @@ mod tests {
         );
         assert_eq!(e.message_or_default("x"), "x");
         // Every code has text of its own (none falls back to another's).
-        for code in -1..=128 {
+        for code in -1..=136 {
             let e = ErrorCode::from_code(code);
             assert!(!e.default_message().is_empty(), "{e}");
         }

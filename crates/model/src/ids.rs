@@ -123,28 +123,26 @@ impl fmt::Debug for TopicPartition {
 }
 
 /// Kafka's rules for a legal topic name: 1..=249 chars of `[a-zA-Z0-9._-]`, not `.` or `..`.
+/// The error is Kafka's text (`Topic.validate`), e.g. "Topic name is invalid: the empty string
+/// is not allowed".
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("topic name is empty".into());
-    }
-    if name == "." || name == ".." {
-        return Err(format!("topic name cannot be '{name}'"));
-    }
-    if name.len() > 249 {
-        return Err(format!(
-            "topic name is longer than 249 characters: {}",
-            name.len()
-        ));
-    }
-    if let Some(c) = name
+    let reason = if name.is_empty() {
+        "the empty string is not allowed".to_string()
+    } else if name == "." || name == ".." {
+        format!("'{name}' is not allowed")
+    } else if name.len() > 249 {
+        format!("the length of '{name}' is longer than the max allowed length 249")
+    } else if !name
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-'))
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
     {
-        return Err(format!(
-            "topic name '{name}' contains '{c}'; legal characters are ASCII alphanumerics, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
+        format!(
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(format!("Topic name is invalid: {reason}"))
 }
 
 #[cfg(test)]
@@ -162,7 +160,18 @@ mod tests {
     #[test]
     fn topic_names_follow_kafka_rules() {
         assert!(validate_topic_name("orders.v1_eu-west").is_ok());
-        assert!(validate_topic_name("").is_err());
+        assert_eq!(
+            validate_topic_name(""),
+            Err("Topic name is invalid: the empty string is not allowed".into())
+        );
+        assert_eq!(
+            validate_topic_name("a b"),
+            Err(
+                "Topic name is invalid: 'a b' contains one or more characters other than \
+                 ASCII alphanumerics, '.', '_' and '-'"
+                    .into()
+            )
+        );
         assert!(validate_topic_name("..").is_err());
         assert!(validate_topic_name("a/b").is_err());
         assert!(validate_topic_name(&"x".repeat(250)).is_err());

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TICK = os.sysconf("SC_CLK_TCK")
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD = "bench", "bench-secret"
+PLAIN_JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";'
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -93,9 +94,7 @@ class Broker:
             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(work / "keystore.pem"),
             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(work / "ca.pem"),
             "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{USER}="{PASSWORD}";',
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         }
         args = [binary, "server", "--data-dir", str(work / "data")]
         for k, v in sets.items():
@@ -129,10 +128,8 @@ class KafkaBroker:
 
     def __init__(self, work: Path):
         self.dir = work / "kafka"
-        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{USER}="{PASSWORD}";')
         sets = ["sasl.enabled.mechanisms=PLAIN",
-                f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}"]
+                f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_JAAS}"]
         for name in ("ssl", "sasl_ssl"):
             sets += [f"listener.name.{name}.ssl.keystore.type=PEM",
                      f"listener.name.{name}.ssl.keystore.location={work / 'keystore.pem'}"]
@@ -214,18 +211,26 @@ def command_config(work: Path, listener: str) -> Path:
     return path
 
 
+def measured(broker: Broker | KafkaBroker, args: list[str], **run) -> tuple[str, float, float, float]:
+    """Runs a client command; its stdout, seconds, and the broker's and client's CPU-seconds."""
+    before = cpu_seconds(broker.pid)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run(args, check=True, timeout=600, **run).stdout
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(broker.pid) - before
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = (after.ru_utime - client_before.ru_utime) + (after.ru_stime - client_before.ru_stime)
+    return out, elapsed, cpu, client
+
+
 def bench(binary: str, kind: str, broker: Broker | KafkaBroker, listener: str, cfg: Path, topic: str,
           records: int, size: int) -> dict:
     args = [binary, "bench", kind, "-b", f"127.0.0.1:{broker.ports[listener]}", "-t", topic,
             "--command-config", str(cfg), "--json", "--progress-interval", "0"]
     if kind == "produce":
         args += ["-n", str(records), "-s", str(size), "-p", "1", "--acks", "1"]
-    before = cpu_seconds(broker.pid)
-    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout
-    cpu = cpu_seconds(broker.pid) - before
-    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    client = (client_after.ru_utime - client_before.ru_utime) + (client_after.ru_stime - client_before.ru_stime)
+    out, _, cpu, client = measured(broker, args, capture_output=True, text=True)
     r = json.loads(out)
     gb = r["bytes"] / 1e9
     r["broker_cpu_s"] = cpu
@@ -243,14 +248,7 @@ def kcat_consume(broker: Broker | KafkaBroker, listener: str, work: Path, topic:
         args += ["-X", f"ssl.ca.location={work / 'ca.pem'}"]
     if listener == "SASL_SSL":
         args += ["-X", "sasl.mechanisms=PLAIN", "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}"]
-    before = cpu_seconds(broker.pid)
-    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, timeout=600)
-    elapsed = time.perf_counter() - start
-    cpu = cpu_seconds(broker.pid) - before
-    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    client = (client_after.ru_utime - client_before.ru_utime) + (client_after.ru_stime - client_before.ru_stime)
+    _, elapsed, cpu, client = measured(broker, args, stdout=subprocess.DEVNULL)
     gb = records * size / 1e9
     return {"mb_per_sec": gb * 1e3 / elapsed, "cpu_s_per_gb": cpu / gb, "client_cpu_s_per_gb": client / gb,
             "records_per_sec": records / elapsed, "p99_ms": float("nan")}
